@@ -1,0 +1,35 @@
+# Build options and compiler flags shared by every component, declared in one place.
+option(ELASTIC_WARNINGS_AS_ERRORS "Treat compiler warnings as errors" OFF)
+option(ELASTIC_BUILD_TESTS "Build the test suite" ON)
+option(ELASTIC_BUILD_BENCHMARKS "Build benchmarks (label bench)" ON)
+set(ELASTIC_SANITIZE "" CACHE STRING "Sanitizers to build with, e.g. address,undefined")
+
+# Where ctest's slurm-labelled tests run their private cluster; it must be readable by the
+# job user, so it is outside any private home directory.
+set(ELASTIC_TEST_CLUSTER_DIR "/tmp/elastic-ctest-cluster" CACHE PATH
+    "State directory of the local Slurm cluster used by slurm-labelled tests")
+set(ELASTIC_TEST_PORT_BASE "26800" CACHE STRING
+    "First TCP port of the test cluster's daemons (see scripts/cluster --help)")
+set(ELASTIC_JOB_USER "elastic" CACHE STRING "Unprivileged user that test jobs run as")
+
+add_library(elastic_warnings INTERFACE)
+target_compile_options(elastic_warnings INTERFACE
+  -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wno-sign-conversion
+  -Wnon-virtual-dtor -Wold-style-cast -Wcast-align -Woverloaded-virtual
+  $<$<BOOL:${ELASTIC_WARNINGS_AS_ERRORS}>:-Werror>)
+# C code (the C API and the plugin entry) cannot take the C++-only flags.
+add_library(elastic_c_warnings INTERFACE)
+target_compile_options(elastic_c_warnings INTERFACE
+  -Wall -Wextra -Wpedantic $<$<BOOL:${ELASTIC_WARNINGS_AS_ERRORS}>:-Werror>)
+
+# Hardening for everything that runs as root or next to Slurm's daemons.
+add_library(elastic_hardening INTERFACE)
+target_compile_options(elastic_hardening INTERFACE
+  -fstack-protector-strong -fstack-clash-protection -fcf-protection
+  $<$<NOT:$<CONFIG:Debug>>:-D_FORTIFY_SOURCE=2>)
+target_link_options(elastic_hardening INTERFACE -Wl,-z,relro -Wl,-z,now -Wl,-z,noexecstack)
+
+if(ELASTIC_SANITIZE)
+  add_compile_options(-fsanitize=${ELASTIC_SANITIZE} -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=${ELASTIC_SANITIZE})
+endif()

@@ -98,7 +98,15 @@ def wait_job(job_id, timeout=120):
 
 
 def sacct(job_id, fields, allocations=True, timeout=30):
-    """Rows of sacct for a job as dicts; waits until accounting has the job's end."""
+    """Rows of sacct for a job as dicts; waits until accounting has the job's end and its start.
+
+    slurmdbd may get a short job's end before its start record and then shows a provisional
+    row (job name "allocation", no AllocTRES) for a moment: wait until the start is recorded.
+    """
+    fields = list(fields)
+    extra = [f for f in ("State", "Start", "JobName") if f not in fields]
+    asked = fields
+    fields = fields + extra
     cmd = ["sacct", "-n", "-P", "-j", str(job_id), "-o", ",".join(fields)]
     if allocations:
         cmd.insert(1, "-X")
@@ -107,8 +115,9 @@ def sacct(job_id, fields, allocations=True, timeout=30):
     while time.time() < end:
         out = run(cmd).stdout
         rows = [dict(zip(fields, line.split("|"))) for line in out.splitlines() if line]
-        if rows and all(r.get("State", "COMPLETED").split()[0] in TERMINAL_STATES for r in rows):
-            return rows
+        if rows and all(r["State"].split()[0] in TERMINAL_STATES and r["Start"] not in ("", "Unknown", "None")
+                        and r["JobName"] != "allocation" for r in rows):
+            return [{k: r[k] for k in asked} for r in rows]
         time.sleep(0.5)
     raise AssertionError(f"sacct has no finished record of job {job_id}: {rows}")
 

@@ -1,0 +1,67 @@
+// Policies: given a snapshot, choose every job's configuration (or pending) for one epoch.
+// Selectable by name: dp, greedy, optimus, static, evolutionary, pollux.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "elastic/common/error.h"
+#include "elastic/optimizer/model.h"
+
+namespace elastic::optimizer {
+
+enum class ObjectiveKind {
+  kWeightedSum,  // sum_j weight_j * utility_j (pending: 0)
+  kPowerMean,    // fairness: sum_j weight_j * (pending_penalty - utility_j^p), p < 0 (Sia)
+};
+
+// A separable objective: the value of a plan is the sum over jobs of JobValue(); a pending
+// job is worth 0, so every option worth <= 0 is never better than waiting.
+struct Objective {
+  ObjectiveKind kind = ObjectiveKind::kWeightedSum;
+  double p = -1.0;  // power-mean exponent, < 0
+  // Sia's lambda: what leaving a job pending costs under the power mean, in units of
+  // utility^p (a job at its base configuration has utility 1, hence 1^p = 1). Must be > 0.
+  double pending_penalty = 1.1;
+  // Rescale penalty (Pollux): a running job moved to any other configuration has its utility
+  // multiplied by max(0, (age - rescales * rescale_cost_s) / (age + rescale_cost_s)).
+  // 0 disables the penalty.
+  double rescale_cost_s = 0.0;
+};
+
+// Parses "sum" / "weighted-sum" and "power-mean"; nullopt-like failure as Status.
+Result<ObjectiveKind> ParseObjectiveKind(std::string_view name);
+std::string_view ObjectiveKindName(ObjectiveKind kind) noexcept;
+
+// The objective's value of giving `option` to `job` (before any policy-specific search).
+double OptionValue(const Objective& objective, const Job& job, const Option& option);
+
+struct PolicyOptions {
+  Objective objective;
+  double time_budget_ms = 1000.0;  // wall-clock budget of one solve
+  uint64_t seed = 1;               // randomised policies (evolutionary, pollux)
+  bool place = true;               // also map GPU counts onto nodes (placement.h)
+};
+
+class Policy {
+ public:
+  virtual ~Policy() = default;
+  virtual std::string_view name() const noexcept = 0;
+  // Solves one epoch. Invalid snapshots give kInvalidArgument. The plan's assignments follow
+  // the snapshot's job order; objective/bound/gap are under options.objective.
+  virtual Result<Plan> Solve(const Snapshot& snapshot, const PolicyOptions& options) const = 0;
+};
+
+// Every policy's name, in a stable order.
+const std::vector<std::string>& PolicyNames();
+// The policy called `name`, or kNotFound listing the known names.
+Result<std::unique_ptr<Policy>> MakePolicy(std::string_view name);
+
+// Each job's option table: its explicit options, else options generated from its goodput
+// model (goodput.h). Options on types the cluster lacks or with zero capacity are dropped.
+Result<std::vector<std::vector<Option>>> BuildOptionTables(const Snapshot& snapshot);
+
+}  // namespace elastic::optimizer

@@ -1,0 +1,36 @@
+#include <cmath>
+
+#include "elastic/optimizer/policy.h"
+
+namespace elastic::optimizer {
+
+Result<ObjectiveKind> ParseObjectiveKind(std::string_view name) {
+  if (name == "sum" || name == "weighted-sum") return ObjectiveKind::kWeightedSum;
+  if (name == "power-mean") return ObjectiveKind::kPowerMean;
+  return Status(ErrorKind::kInvalidArgument,
+                "unknown objective '" + std::string(name) + "' (expected weighted-sum or power-mean)");
+}
+
+std::string_view ObjectiveKindName(ObjectiveKind kind) noexcept {
+  return kind == ObjectiveKind::kPowerMean ? "power-mean" : "weighted-sum";
+}
+
+double OptionValue(const Objective& objective, const Job& job, const Option& option) {
+  double u = option.utility;
+  if (objective.rescale_cost_s > 0.0 && job.current) {
+    const Configuration& cur = *job.current;
+    const bool same = cur.gpu_type == option.gpu_type && cur.gpus == option.gpus &&
+                      (option.batch == 0 || cur.batch == option.batch);
+    if (!same) {
+      const double cost = objective.rescale_cost_s;
+      u *= std::max(0.0, (job.age_s - job.rescales * cost) / (job.age_s + cost));
+    }
+  }
+  if (objective.kind == ObjectiveKind::kWeightedSum) return job.weight * u;
+  // Power mean (p < 0): minimising sum_j w_j u_j^p with u^p := pending_penalty for a pending
+  // job equals maximising sum_j w_j (pending_penalty - u_j^p) with pending worth 0.
+  if (u <= 0.0) return 0.0;
+  return job.weight * (objective.pending_penalty - std::pow(u, objective.p));
+}
+
+}  // namespace elastic::optimizer

@@ -1,0 +1,110 @@
+// `elastic-optimize --policy NAME --input snapshot.json`: prints the plan as JSON.
+#include <boost/program_options.hpp>
+#include <iostream>
+
+#include "commands.h"
+#include "elastic/optimizer/policy.h"
+#include "elastic/optimizer/snapshot_json.h"
+
+namespace elastic::optimizer::cli {
+
+namespace po = boost::program_options;
+
+namespace {
+
+struct SolveOptions {
+  std::string policy = "dp";
+  std::string input;
+  std::string objective = "weighted-sum";
+  double p = -1.0;
+  double pending_penalty = 1.1;
+  double rescale_cost_s = 0.0;
+  double time_budget_ms = 1000.0;
+  uint64_t seed = 1;
+  bool no_placement = false;
+  bool pretty = false;
+};
+
+po::options_description SetupSolve(SolveOptions& o) {
+  po::options_description d(
+      "Usage: elastic-optimize --input FILE [options]\n"
+      "       elastic-optimize bench [options]   (see elastic-optimize bench --help)\n\n"
+      "Solves one scheduling epoch: reads a snapshot (cluster + jobs, JSON; '-' for stdin) and\n"
+      "writes the plan as JSON to standard output. Exit codes: 0 ok, 1 internal error,\n"
+      "2 bad command line, 3 bad input.\n\nOptions");
+  d.add_options()
+      ("help,h", "show this help")
+      ("policy", po::value(&o.policy)->default_value(o.policy), "dp, greedy, optimus, static, evolutionary, pollux")
+      ("input,i", po::value(&o.input), "snapshot JSON file ('-' reads standard input)")
+      ("objective", po::value(&o.objective)->default_value(o.objective), "weighted-sum or power-mean")
+      ("p", po::value(&o.p)->default_value(o.p), "power-mean exponent (< 0)")
+      ("pending-penalty", po::value(&o.pending_penalty)->default_value(o.pending_penalty),
+       "power mean: cost of a pending job in units of utility^p (Sia's lambda)")
+      ("rescale-cost", po::value(&o.rescale_cost_s)->default_value(o.rescale_cost_s),
+       "seconds one rescale costs; > 0 enables the rescale penalty")
+      ("time-budget-ms", po::value(&o.time_budget_ms)->default_value(o.time_budget_ms), "solve time budget")
+      ("seed", po::value(&o.seed)->default_value(o.seed), "seed of randomised policies")
+      ("no-placement", po::bool_switch(&o.no_placement), "do not map GPU counts onto nodes")
+      ("pretty", po::bool_switch(&o.pretty), "indent the JSON output");
+  return d;
+}
+
+}  // namespace
+
+int RunSolve(const std::vector<std::string>& args) {
+  SolveOptions o;
+  po::options_description desc = SetupSolve(o);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(desc).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::cerr << "elastic-optimize: " << e.what() << " (see --help)\n";
+    return kExitUsage;
+  }
+  if (vm.count("help")) {
+    std::cout << desc << "\n";
+    return kExitOk;
+  }
+  if (o.input.empty()) {
+    std::cerr << "elastic-optimize: --input is required (see --help)\n";
+    return kExitUsage;
+  }
+  Result<std::unique_ptr<Policy>> policy = MakePolicy(o.policy);
+  if (!policy.ok()) {
+    std::cerr << "elastic-optimize: " << policy.status().message() << "\n";
+    return kExitUsage;
+  }
+  PolicyOptions popts;
+  Result<ObjectiveKind> kind = ParseObjectiveKind(o.objective);
+  if (!kind.ok()) {
+    std::cerr << "elastic-optimize: " << kind.status().message() << "\n";
+    return kExitUsage;
+  }
+  popts.objective.kind = kind.value();
+  popts.objective.p = o.p;
+  popts.objective.pending_penalty = o.pending_penalty;
+  popts.objective.rescale_cost_s = o.rescale_cost_s;
+  if (!(o.p < 0.0) || !(o.pending_penalty > 0.0) || o.rescale_cost_s < 0.0 || !(o.time_budget_ms > 0.0)) {
+    std::cerr << "elastic-optimize: need --p < 0, --pending-penalty > 0, --rescale-cost >= 0, --time-budget-ms > 0\n";
+    return kExitUsage;
+  }
+  popts.time_budget_ms = o.time_budget_ms;
+  popts.seed = o.seed;
+  popts.place = !o.no_placement;
+
+  Result<Snapshot> snap = LoadSnapshot(o.input);
+  if (!snap.ok()) {
+    std::cerr << "elastic-optimize: " << snap.status().message() << "\n";
+    return kExitInput;
+  }
+  Result<Plan> plan = policy.value()->Solve(snap.value(), popts);
+  if (!plan.ok()) {
+    std::cerr << "elastic-optimize: " << plan.status().message() << "\n";
+    return plan.status().kind() == ErrorKind::kInvalidArgument ? kExitInput : kExitFailure;
+  }
+  std::cout << PlanToJson(plan.value()).dump(o.pretty ? 2 : -1) << "\n";
+  return kExitOk;
+}
+
+}  // namespace elastic::optimizer::cli

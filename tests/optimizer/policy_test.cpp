@@ -1,0 +1,215 @@
+// Policies: property tests (every plan respects capacity, bounds, steps and batch bounds),
+// dp optimality against brute force under each objective, and the objectives' semantics.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <map>
+
+#include "elastic/optimizer/instances.h"
+#include "elastic/optimizer/placement.h"
+#include "elastic/optimizer/policy.h"
+
+namespace elastic::optimizer {
+namespace {
+
+Plan MustSolve(std::string_view name, const Snapshot& s, const PolicyOptions& o = {}) {
+  Result<std::unique_ptr<Policy>> p = MakePolicy(name);
+  EXPECT_TRUE(p.ok());
+  Result<Plan> plan = p.value()->Solve(s, o);
+  EXPECT_TRUE(plan.ok()) << plan.status().ToString();
+  return plan.value();
+}
+
+// Exhaustive optimum of a snapshot under an objective (small snapshots only).
+double BruteForce(const Snapshot& s, const Objective& obj) {
+  std::vector<int64_t> used(s.cluster.types.size(), 0);
+  double best = 0.0;
+  std::function<void(size_t, double)> rec = [&](size_t j, double v) {
+    if (j == s.jobs.size()) {
+      best = std::max(best, v);
+      return;
+    }
+    rec(j + 1, v);
+    for (const Option& o : s.jobs[j].options) {
+      const auto t = static_cast<size_t>(s.cluster.TypeIndex(o.gpu_type));
+      if (used[t] + o.gpus > s.cluster.types[t].capacity()) continue;
+      used[t] += o.gpus;
+      rec(j + 1, v + std::max(0.0, OptionValue(obj, s.jobs[j], o)));
+      used[t] -= o.gpus;
+    }
+  };
+  rec(0, 0.0);
+  return best;
+}
+
+TEST(Policy, NamesAndUnknownName) {
+  for (const std::string& n : PolicyNames()) {
+    Result<std::unique_ptr<Policy>> p = MakePolicy(n);
+    ASSERT_TRUE(p.ok()) << n;
+    EXPECT_EQ(p.value()->name(), n);
+  }
+  Result<std::unique_ptr<Policy>> bad = MakePolicy("magic");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(),
+            "unknown policy 'magic' (known: dp, greedy, optimus, static, evolutionary, pollux)");
+}
+
+TEST(Policy, EveryPlanRespectsCapacityBoundsStepsAndBatches) {
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    for (int types = 1; types <= 3; ++types) {
+      InstanceSpec spec;
+      spec.jobs = 60;
+      spec.gpus = 96;
+      spec.types = types;
+      spec.seed = seed;
+      const Snapshot s = RandomInstance(spec);
+      PolicyOptions o;
+      o.time_budget_ms = 50;
+      for (const std::string& n : PolicyNames()) {
+        const Plan plan = MustSolve(n, s, o);
+        EXPECT_EQ(CheckPlan(s, plan).ToString(), "ok") << n << " seed " << seed << " types " << types;
+        // Placement respects GPUs per node.
+        std::map<std::pair<std::string, int>, int> per_node;
+        for (const Assignment& a : plan.assignments) {
+          for (const NodeSlice& ns : a.placement) per_node[{a.gpu_type, ns.node}] += ns.gpus;
+        }
+        for (const auto& [node, g] : per_node) {
+          EXPECT_LE(g, s.cluster.types[static_cast<size_t>(s.cluster.TypeIndex(node.first))].gpus_per_node) << n;
+        }
+      }
+    }
+  }
+}
+
+TEST(Policy, DpIsOptimalUnderEachObjectiveAgainstBruteForce) {
+  std::vector<Objective> objectives(3);
+  objectives[1].kind = ObjectiveKind::kPowerMean;
+  objectives[1].p = -0.5;
+  objectives[1].pending_penalty = 1.1;
+  objectives[2].rescale_cost_s = 3000.0;
+  for (uint64_t seed = 1; seed <= 25; ++seed) {
+    InstanceSpec spec;
+    spec.jobs = 6;
+    spec.gpus = 8 + static_cast<int>(seed % 8);
+    spec.max_gpus = 8;
+    spec.gpus_per_node = 4;
+    spec.seed = seed;
+    const Snapshot s = RandomInstance(spec);
+    for (const Objective& obj : objectives) {
+      PolicyOptions o;
+      o.objective = obj;
+      const Plan plan = MustSolve("dp", s, o);
+      EXPECT_NEAR(plan.objective, BruteForce(s, obj), 1e-9) << "seed " << seed << " " << ObjectiveKindName(obj.kind);
+      EXPECT_TRUE(plan.exact);
+      EXPECT_EQ(plan.gap, 0.0);
+    }
+  }
+}
+
+TEST(Policy, DpBeatsOrMatchesEveryHeuristic) {
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    InstanceSpec spec;
+    spec.jobs = 120;
+    spec.gpus = 128;
+    spec.seed = seed;
+    const Snapshot s = RandomInstance(spec);
+    PolicyOptions o;
+    o.time_budget_ms = 100;
+    const double dp = MustSolve("dp", s, o).objective;
+    for (const std::string& n : PolicyNames()) {
+      EXPECT_LE(MustSolve(n, s, o).objective, dp + 1e-9) << n;
+    }
+  }
+}
+
+Snapshot TwoJobs() {
+  Snapshot s;
+  s.cluster.types = {{"a100", 1, 8}};
+  Job a;
+  a.id = "a";
+  a.min_gpus = 1;
+  a.max_gpus = 8;
+  a.options = {{"a100", 1, 0, 1.0}, {"a100", 4, 0, 3.0}, {"a100", 8, 0, 4.0}};
+  Job b = a;
+  b.id = "b";
+  s.jobs = {a, b};
+  return s;
+}
+
+TEST(Objectives, WeightedSumPrefersTheLargerTotal) {
+  // 4 + 4 GPUs: 3 + 3 = 6 beats 8 + pending (4) and 1 + 7 (not an option).
+  const Plan plan = MustSolve("dp", TwoJobs());
+  EXPECT_NEAR(plan.objective, 6.0, 1e-12);
+  EXPECT_EQ(plan.assignments[0].gpus, 4);
+  EXPECT_EQ(plan.assignments[1].gpus, 4);
+}
+
+TEST(Objectives, PowerMeanPendingPenaltyAdmitsMoreJobs) {
+  Snapshot s = TwoJobs();
+  s.jobs[1].options = {{"a100", 8, 0, 1.0}};  // b only runs on the whole node
+  s.jobs[1].min_gpus = 8;
+  PolicyOptions o;
+  // Weighted sum: a on 8 GPUs (4) beats b on 8 (1).
+  Plan plan = MustSolve("dp", s, o);
+  EXPECT_EQ(plan.assignments[0].gpus, 8);
+  EXPECT_TRUE(plan.assignments[1].pending);
+  // Power mean p=-1: a at utility 4 is worth 1.1 - 1/4 = 0.85, b at utility 1 only
+  // 1.1 - 1 = 0.1, and the two cannot both run.
+  o.objective.kind = ObjectiveKind::kPowerMean;
+  o.objective.p = -1.0;
+  o.objective.pending_penalty = 1.1;
+  plan = MustSolve("dp", s, o);
+  EXPECT_NEAR(plan.objective, 1.1 - 0.25, 1e-12);
+  EXPECT_EQ(plan.assignments[0].gpus, 8);
+}
+
+TEST(Objectives, RescalePenaltyKeepsARunningJobInPlace) {
+  Snapshot s = TwoJobs();
+  s.jobs.pop_back();
+  s.jobs[0].state = JobState::kRunning;
+  s.jobs[0].current = Configuration{"a100", 4, 0};
+  s.jobs[0].age_s = 100.0;
+  s.jobs[0].rescales = 2;
+  PolicyOptions o;
+  EXPECT_EQ(MustSolve("dp", s, o).assignments[0].gpus, 8);  // no penalty: grow to 8
+  o.objective.rescale_cost_s = 30.0;                          // (100 - 60) / 130 = 0.31 x 4 < 3
+  EXPECT_EQ(MustSolve("dp", s, o).assignments[0].gpus, 4);
+}
+
+TEST(Policy, InvalidSnapshotsAreRejected) {
+  Snapshot s = TwoJobs();
+  s.jobs[0].options[0].gpus = 3;
+  s.jobs[0].gpu_step = 2;
+  Result<Plan> r = MakePolicy("dp").value()->Solve(s, {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().kind(), ErrorKind::kInvalidArgument);
+  EXPECT_EQ(r.status().message(), "job 'a' option 1: 4 GPUs is outside [min_gpus, max_gpus] or off gpu_step");
+
+  Snapshot dup = TwoJobs();
+  dup.jobs[1].id = "a";
+  EXPECT_EQ(Validate(dup).message(), "job 'a': id listed twice");
+}
+
+TEST(Placement, WholeNodesFirstThenBestFit) {
+  Cluster c;
+  c.types = {{"a100", 3, 4}};
+  Plan plan;
+  plan.assignments = {{"x", false, "a100", 2, 0, 1.0, {}}, {"y", false, "a100", 6, 0, 1.0, {}},
+                      {"z", false, "a100", 2, 0, 1.0, {}}};
+  ASSERT_TRUE(Place(c, plan).ok());
+  // y (largest) takes node 0 whole and 2 GPUs of node 1; x fills node 1; z goes to node 2.
+  ASSERT_EQ(plan.assignments[1].placement.size(), 2U);
+  EXPECT_EQ(plan.assignments[1].placement[0].node, 0);
+  EXPECT_EQ(plan.assignments[1].placement[0].gpus, 4);
+  EXPECT_EQ(plan.assignments[1].placement[1].gpus, 2);
+  EXPECT_EQ(plan.assignments[0].placement.size(), 1U);
+  EXPECT_EQ(plan.assignments[0].placement[0].node, plan.assignments[1].placement[1].node);
+  EXPECT_EQ(plan.assignments[2].placement.size(), 1U);
+
+  plan.assignments.push_back({"w", false, "a100", 4, 0, 1.0, {}});
+  EXPECT_EQ(Place(c, plan).message(), "placement: plan uses 14 GPUs of type 'a100' which has 12");
+}
+
+}  // namespace
+}  // namespace elastic::optimizer

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 
 #include "elastic/optimizer/policy.h"
@@ -31,6 +32,16 @@ double OptionValue(const Objective& objective, const Job& job, const Option& opt
   // job equals maximising sum_j w_j (pending_penalty - u_j^p) with pending worth 0.
   if (u <= 0.0) return 0.0;
   return job.weight * (objective.pending_penalty - std::pow(u, objective.p));
+}
+
+double EvaluatePlan(const Snapshot& snapshot, const Plan& plan, const Objective& objective) {
+  double v = 0.0;
+  for (size_t j = 0; j < plan.assignments.size() && j < snapshot.jobs.size(); ++j) {
+    const Assignment& a = plan.assignments[j];
+    if (a.pending) continue;
+    v += std::max(0.0, OptionValue(objective, snapshot.jobs[j], {a.gpu_type, a.gpus, a.batch, a.utility}));
+  }
+  return v;
 }
 
 }  // namespace elastic::optimizer

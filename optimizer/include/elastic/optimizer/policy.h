@@ -39,6 +39,11 @@ std::string_view ObjectiveKindName(ObjectiveKind kind) noexcept;
 // The objective's value of giving `option` to `job` (before any policy-specific search).
 double OptionValue(const Objective& objective, const Job& job, const Option& option);
 
+// The value of a plan's assignments under `objective` (policies that optimise another
+// objective, like pollux, are compared on a common one this way). The plan must follow the
+// snapshot's job order.
+double EvaluatePlan(const Snapshot& snapshot, const Plan& plan, const Objective& objective);
+
 struct PolicyOptions {
   Objective objective;
   double time_budget_ms = 1000.0;  // wall-clock budget of one solve

@@ -14,13 +14,10 @@ set(ELASTIC_JOB_USER "elastic" CACHE STRING "Unprivileged user that test jobs ru
 
 add_library(elastic_warnings INTERFACE)
 target_compile_options(elastic_warnings INTERFACE
-  -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wno-sign-conversion
-  -Wnon-virtual-dtor -Wold-style-cast -Wcast-align -Woverloaded-virtual
+  -Wall -Wextra -Wpedantic -Wshadow
+  $<$<COMPILE_LANGUAGE:CXX>:-Wconversion -Wno-sign-conversion -Wnon-virtual-dtor -Wold-style-cast
+                            -Wcast-align -Woverloaded-virtual>
   $<$<BOOL:${ELASTIC_WARNINGS_AS_ERRORS}>:-Werror>)
-# C code (the C API and the plugin entry) cannot take the C++-only flags.
-add_library(elastic_c_warnings INTERFACE)
-target_compile_options(elastic_c_warnings INTERFACE
-  -Wall -Wextra -Wpedantic $<$<BOOL:${ELASTIC_WARNINGS_AS_ERRORS}>:-Werror>)
 
 # Hardening for everything that runs as root or next to Slurm's daemons.
 add_library(elastic_hardening INTERFACE)

@@ -1,0 +1,61 @@
+// Allocator context (sbatch, salloc) and local context (srun): validate the options before a
+// job exists. Nothing here talks to the controller.
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "plugin_state.h"
+
+namespace elastic::spank {
+
+int AllocatorPostOpt(spank_t) {
+  PluginState& st = State();
+  ElasticSpec& spec = st.spec;
+  if (spec.extension) {
+    slurm_error("elastic: --elastic-extension is set by elasticd on the jobs it submits; users cannot give it");
+    return -1;
+  }
+  if (!spec.AnyElasticOption() && !spec.no_elastic) return 0;  // not an elastic job: nothing to do
+
+  // salloc shares the allocator context with sbatch; only batch jobs can be elastic.
+  if (std::strcmp(program_invocation_short_name, "sbatch") != 0 && spec.AnyElasticOption() && !spec.no_elastic) {
+    slurm_error("elastic: elastic jobs are batch jobs: submit them with sbatch (%s cannot run them)",
+                program_invocation_short_name);
+    return -1;
+  }
+  Status s = Validate(spec, st.site);
+  if (!s.ok()) {
+    slurm_error("elastic: %s", s.message().c_str());
+    return -1;
+  }
+  if (!spec.Elastic()) return 0;
+  if (!st.site.enabled) {
+    slurm_spank_log("elastic: elastic scheduling is disabled on this cluster; the job will run rigid at %ld GPUs",
+                    static_cast<long>(spec.gpus->min));
+    return 0;
+  }
+  // For prolog/epilog scripts and the job's own information (SPANK_ELASTIC_SPEC there).
+  // The batch step re-reads and re-validates the options themselves.
+  std::string desc = Describe(spec);
+  spank_job_control_setenv(nullptr, "ELASTIC_SPEC", desc.c_str(), 1);
+  return 0;
+}
+
+int LocalPostOpt(spank_t) {
+  PluginState& st = State();
+  if (st.spec.extension) {
+    slurm_error("elastic: --elastic-extension is set by elasticd on the jobs it submits; users cannot give it");
+    return -1;
+  }
+  if (!st.spec.AnyElasticOption() || st.spec.no_elastic) return 0;
+  // Inside a job, srun inherits the job's options through the environment: that is fine, the
+  // steps of an elastic job are ordinary steps. Outside a job, srun would create an
+  // interactive allocation, which cannot be elastic.
+  if (std::getenv("SLURM_JOB_ID") == nullptr) {
+    slurm_error("elastic: elastic jobs are batch jobs: submit them with sbatch (srun cannot run them)");
+    return -1;
+  }
+  return 0;
+}
+
+}  // namespace elastic::spank

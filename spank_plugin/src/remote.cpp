@@ -1,0 +1,289 @@
+// Remote context (slurmstepd), batch step. Runs as root in init_post_opt: removes ELASTIC_*
+// variables the user brought, checks the job's own GPU allocation against the spec, registers
+// the job (or the extension) with elasticd, and exports ELASTIC_* for the runtime. Failures of
+// the user's making are reported by the task (TaskInit), never by failing the step.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "elastic/common/log.h"
+#include "elastic/common/wire.h"
+#include "plugin_state.h"
+
+namespace elastic::spank {
+namespace {
+
+constexpr const char* kComponent = "batch";
+
+// What the batch step needs to know about its job, from slurmctld.
+struct JobRecord {
+  uint32_t user_id = 0;
+  uint32_t state = 0;
+  std::string partition;
+  std::string nodes;
+  std::string admin_comment;
+  int64_t gpus = 0;          // gres/gpu in the job's allocated TRES
+  std::string gpu_type;      // the single type when gres/gpu:<type>=N is listed (else empty)
+  int64_t time_limit_s = 0;  // 0: none
+};
+
+// Parses "cpu=2,node=2,billing=2,gres/gpu:a100=4,gres/gpu=4".
+void ParseTres(const char* tres, JobRecord& job) {
+  if (tres == nullptr) return;
+  std::string s(tres);
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t comma = s.find(',', start);
+    std::string item = s.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    auto eq = item.find('=');
+    if (eq != std::string::npos) {
+      std::string key = item.substr(0, eq);
+      int64_t value = std::strtoll(item.c_str() + eq + 1, nullptr, 10);
+      if (key == "gres/gpu") {
+        job.gpus = value;
+      } else if (key.rfind("gres/gpu:", 0) == 0 && value > 0) {
+        job.gpu_type = job.gpu_type.empty() ? key.substr(9) : "mixed";
+      }
+    }
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+}
+
+Result<JobRecord> LoadJob(uint32_t job_id) {
+  job_info_msg_t* msg = nullptr;
+  if (slurm_load_job(&msg, job_id, SHOW_DETAIL) != SLURM_SUCCESS || msg == nullptr) {
+    return Status(ErrorKind::kUnavailable, "cannot read job " + std::to_string(job_id) + " from slurmctld: " +
+                                               slurm_strerror(slurm_get_errno()));
+  }
+  if (msg->record_count < 1) {
+    slurm_free_job_info_msg(msg);
+    return Status(ErrorKind::kNotFound, "job " + std::to_string(job_id) + " does not exist");
+  }
+  const slurm_job_info_t& j = msg->job_array[0];
+  JobRecord job;
+  job.user_id = j.user_id;
+  job.state = j.job_state & JOB_STATE_BASE;
+  job.partition = j.partition ? j.partition : "";
+  job.nodes = j.nodes ? j.nodes : "";
+  job.admin_comment = j.admin_comment ? j.admin_comment : "";
+  ParseTres(j.tres_alloc_str, job);
+  if (j.time_limit != INFINITE && j.time_limit != NO_VAL) job.time_limit_s = static_cast<int64_t>(j.time_limit) * 60;
+  slurm_free_job_info_msg(msg);
+  return job;
+}
+
+// Removes every ELASTIC_* variable from the job's environment: only the plugin sets them.
+void RemoveUserElasticVariables(spank_t sp) {
+  char** env = nullptr;
+  if (spank_get_item(sp, S_JOB_ENV, &env) != ESPANK_SUCCESS || env == nullptr) return;
+  std::vector<std::string> names;
+  for (char** e = env; *e != nullptr; ++e) {
+    if (std::strncmp(*e, "ELASTIC_", 8) == 0) {
+      const char* eq = std::strchr(*e, '=');
+      names.emplace_back(*e, eq ? static_cast<size_t>(eq - *e) : std::strlen(*e));
+    }
+  }
+  for (const auto& n : names) spank_unsetenv(sp, n.c_str());
+}
+
+void Export(spank_t sp, const std::map<std::string, std::string>& vars) {
+  for (const auto& [k, v] : vars) {
+    spank_err_t rc = spank_setenv(sp, k.c_str(), v.c_str(), 1);
+    if (rc != ESPANK_SUCCESS) Log(LogLevel::kError, kComponent, "cannot set ", k, ": ", spank_strerror(rc));
+  }
+}
+
+nlohmann::json SpecJson(const ElasticSpec& spec) {
+  nlohmann::json j = nlohmann::json::object();
+  if (spec.gpus) j["gpus_min"] = spec.gpus->min, j["gpus_max"] = spec.gpus->max;
+  j["gpu_step"] = spec.gpu_step.value_or(1);
+  if (spec.batch) j["batch_min"] = spec.batch->min, j["batch_max"] = spec.batch->max;
+  if (spec.local_batch) j["local_batch_min"] = spec.local_batch->min, j["local_batch_max"] = spec.local_batch->max;
+  j["lr_scaling"] = spec.lr_scaling.value_or("none");
+  if (spec.model) j["model"] = *spec.model;
+  return j;
+}
+
+// One request to elasticd within the site's registration timeout.
+Result<nlohmann::json> AskController(const SiteConfig& site, nlohmann::json request) {
+  wire::ClientOptions opts;
+  opts.munge_socket = site.munge_socket;
+  opts.connect_timeout = std::chrono::milliseconds(site.register_timeout_ms);
+  auto start = wire::Clock::now();
+  auto client = wire::Client::Connect(*site.controller, opts);
+  if (!client.ok()) return client.status();
+  auto used = std::chrono::duration_cast<std::chrono::milliseconds>(wire::Clock::now() - start);
+  auto left = std::chrono::milliseconds(site.register_timeout_ms) - used;
+  if (left.count() < 100) left = std::chrono::milliseconds(100);
+  auto reply = client.value()->Call(std::move(request), left);
+  if (!reply.ok()) return reply.status();
+  Status s = wire::ReplyStatus(reply.value());
+  if (!s.ok()) return s;
+  return reply;
+}
+
+void ParentJob(spank_t sp, PluginState& st, uint32_t job_id, uint32_t uid) {
+  ElasticSpec& spec = st.spec;
+  auto job = LoadJob(job_id);
+  if (!job.ok()) {
+    st.task_warning = job.status().message() + "; the job runs rigid";
+    Export(sp, {{"ELASTIC_MODE", "rigid"}});
+    return;
+  }
+  Status s = CheckBaseGpus(spec, job.value().gpus);
+  if (!s.ok()) {
+    st.task_error = s.message();
+    return;
+  }
+  if (!st.site.partitions.empty()) {
+    bool allowed = false;
+    for (const auto& p : st.site.partitions) allowed = allowed || p == job.value().partition;
+    if (!allowed) {
+      std::string list;
+      for (const auto& p : st.site.partitions) list += (list.empty() ? "" : ", ") + p;
+      st.task_error = "elastic jobs may not run in partition '" + job.value().partition + "' (allowed: " + list + ")";
+      return;
+    }
+  }
+
+  auto env = SpecEnvironment(spec);
+  env["ELASTIC_JOB_ID"] = std::to_string(job_id);
+  env["ELASTIC_ROLE"] = "parent";
+  env["ELASTIC_CONTROLLER"] = st.site.controller->ToString();
+  env["ELASTIC_MODE"] = "rigid";
+
+  nlohmann::json req{{"type", "register"},
+                     {"job", job_id},
+                     {"user", uid},
+                     {"spec", SpecJson(spec)},
+                     {"nodes", job.value().nodes},
+                     {"gpus", job.value().gpus},
+                     {"gpu_type", job.value().gpu_type},
+                     {"partition", job.value().partition},
+                     {"time_limit_s", job.value().time_limit_s}};
+  auto reply = AskController(st.site, std::move(req));
+  if (!reply.ok()) {
+    st.task_warning = "could not register with the elastic controller at " + st.site.controller->ToString() + " (" +
+                      reply.status().message() + "); the job runs rigid at " + std::to_string(spec.gpus->min) + " GPUs";
+    Log(LogLevel::kInfo, kComponent, "job ", job_id, ": ", *st.task_warning);
+  } else {
+    const auto& r = reply.value();
+    env["ELASTIC_MODE"] = r.value("mode", "elastic") == "elastic" ? "elastic" : "rigid";
+    if (r.contains("join_token") && r["join_token"].is_string()) env["ELASTIC_JOIN_TOKEN"] = r["join_token"];
+    Log(LogLevel::kVerbose, kComponent, "job ", job_id, " registered (", Describe(spec), ")");
+  }
+  Export(sp, env);
+}
+
+void ExtensionJob(spank_t sp, PluginState& st, uint32_t job_id, uint32_t uid) {
+  const ExtensionRef ref = *st.spec.extension;
+  auto job = LoadJob(job_id);
+  if (!job.ok()) {
+    st.task_error = "extension job: " + job.status().message();
+    return;
+  }
+  std::string expected = "elastic-ext parent=" + std::to_string(ref.parent) + " group=" + std::to_string(ref.group);
+  if (job.value().admin_comment != expected) {
+    st.task_error = "this job claims to extend job " + std::to_string(ref.parent) +
+                    " but was not submitted by the elastic controller";
+    return;
+  }
+  auto parent = LoadJob(ref.parent);
+  if (!parent.ok()) {
+    st.task_error = "extension of job " + std::to_string(ref.parent) + ": " + parent.status().message();
+    return;
+  }
+  if (parent.value().user_id != uid) {
+    st.task_error = "extension of job " + std::to_string(ref.parent) + ", which belongs to another user";
+    return;
+  }
+  if (parent.value().state != JOB_RUNNING) {
+    st.task_error = "extension of job " + std::to_string(ref.parent) + ", which is not running";
+    return;
+  }
+  auto reply = AskController(st.site, {{"type", "register_extension"}, {"job", job_id}, {"user", uid}});
+  if (!reply.ok()) {
+    st.task_error = "extension of job " + std::to_string(ref.parent) + ": the elastic controller at " +
+                    st.site.controller->ToString() + " did not confirm it (" + reply.status().message() + ")";
+    return;
+  }
+  const auto& r = reply.value();
+  if (r.value("parent", 0u) != ref.parent || r.value("group", 0u) != ref.group || !r.contains("join_token") ||
+      !r["join_token"].is_string() || !r.contains("rendezvous_uri") || !r["rendezvous_uri"].is_string()) {
+    st.task_error = "the elastic controller's join information does not match this extension";
+    return;
+  }
+  std::map<std::string, std::string> env;
+  env["ELASTIC_SPEC_VERSION"] = "1";
+  env["ELASTIC_MODE"] = "elastic";
+  env["ELASTIC_ROLE"] = "extension";
+  env["ELASTIC_JOB_ID"] = std::to_string(ref.parent);
+  env["ELASTIC_PARENT_JOB_ID"] = std::to_string(ref.parent);
+  env["ELASTIC_GROUP_ID"] = std::to_string(ref.group);
+  env["ELASTIC_CONTROLLER"] = st.site.controller->ToString();
+  env["ELASTIC_JOIN_TOKEN"] = r["join_token"].get<std::string>();
+  env["ELASTIC_RENDEZVOUS_URI"] = r["rendezvous_uri"].get<std::string>();
+  Export(sp, env);
+}
+
+}  // namespace
+
+void BatchStepPostOpt(spank_t sp) {
+  PluginState& st = State();
+  RemoveUserElasticVariables(sp);
+  if (st.option_error) {
+    st.task_error = *st.option_error;
+    return;
+  }
+  uint32_t job_id = 0;
+  uint32_t uid = 0;
+  if (spank_get_item(sp, S_JOB_ID, &job_id) != ESPANK_SUCCESS || spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS) {
+    st.task_warning = "cannot identify the job; it runs rigid";
+    return;
+  }
+  if (st.spec.extension) {
+    if (!st.site.enabled) {
+      st.task_error = "extension job, but elastic scheduling is disabled on this cluster";
+      return;
+    }
+    ExtensionJob(sp, st, job_id, uid);
+    return;
+  }
+  if (!st.spec.AnyElasticOption() || st.spec.no_elastic) return;  // rigid job: nothing to do
+  Status s = Validate(st.spec, st.site);  // the same checks as at submission, on the options slurmstepd got
+  if (!s.ok()) {
+    st.task_error = s.message();
+    return;
+  }
+  if (!st.site.enabled) {
+    auto env = SpecEnvironment(st.spec);
+    env["ELASTIC_MODE"] = "rigid";
+    env["ELASTIC_JOB_ID"] = std::to_string(job_id);
+    env["ELASTIC_ROLE"] = "parent";
+    Export(sp, env);
+    return;
+  }
+  ParentJob(sp, st, job_id, uid);
+}
+
+int TaskInit(spank_t) {
+  PluginState& st = State();
+  if (st.task_error) {
+    std::fprintf(stderr, "elastic: error: %s\n", st.task_error->c_str());
+    std::fflush(stderr);
+    slurm_error("elastic: %s", st.task_error->c_str());
+    return -1;
+  }
+  if (st.task_warning) {
+    std::fprintf(stderr, "elastic: warning: %s\n", st.task_warning->c_str());
+    std::fflush(stderr);
+  }
+  return 0;
+}
+
+}  // namespace elastic::spank

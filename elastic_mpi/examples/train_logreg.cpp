@@ -1,0 +1,331 @@
+// elastic-train-logreg: a real data-parallel training program on the elastic_mpi runtime.
+//
+// Logistic regression with momentum SGD on a synthetic, linearly separable-with-noise data set
+// generated deterministically from a seed. It uses every feature of the session: state
+// registration (parameters, momentum, the data cursor), exactly-once sharding that survives
+// rescales, the global batch and learning-rate factor of the session, gradient-noise statistics,
+// step metrics, and (in standalone mode) a scripted rescale schedule (ELASTIC_SCHEDULE).
+//
+// Gradients are averaged by sample count over the whole world (sum of per-sample gradients,
+// divided by the step's global sample count), so the result does not depend on the world size
+// except for floating-point reduction order.
+//
+// Modes without MPI, used by the tests:
+//   --verify-ids DIR --samples N --epochs E   every (epoch, sample) in DIR/ids.* exactly once
+//   --compare A B --tolerance T               max |a_i - b_i| / max(1, |a|_inf) <= T
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "elastic_mpi/session.h"
+#include "elastic_mpi/sharding.h"
+
+namespace {
+
+using elastic::mpi::EpochSharder;
+using elastic::mpi::Session;
+using elastic::mpi::SplitMix64;
+
+enum ExitCode { kExitOk = 0, kExitError = 1, kExitUsage = 2, kExitCheckFailed = 3 };
+
+struct Options {
+  std::uint64_t samples = 4096;
+  int features = 16;
+  std::uint64_t epochs = 3;
+  std::uint64_t batch = 64;
+  double lr = 0.5;
+  double momentum = 0.9;
+  std::uint64_t seed = 42;
+  int sleep_ms = 0;  // extra time per step (the join test needs a slow trainer)
+  std::string model_out;
+  std::string ids_dir;
+  std::string verify_ids;
+  std::string compare_a, compare_b;
+  double tolerance = 1e-9;
+};
+
+void Usage() {
+  std::fprintf(stderr,
+               "usage: elastic-train-logreg [--samples N] [--features D] [--epochs E] [--batch B]\n"
+               "         [--lr X] [--momentum X] [--seed S] [--sleep-ms MS] [--model-out FILE] [--ids-dir DIR]\n"
+               "       elastic-train-logreg --verify-ids DIR --samples N --epochs E\n"
+               "       elastic-train-logreg --compare A B [--tolerance T]\n");
+}
+
+bool Parse(int argc, char** argv, Options* o) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&](const char* what) -> const char* {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "elastic-train-logreg: %s needs a value\n", what);
+        return nullptr;
+      }
+      return argv[++i];
+    };
+    const char* v = nullptr;
+    if (a == "--compare") {
+      if (i + 2 >= argc) return false;
+      o->compare_a = argv[++i];
+      o->compare_b = argv[++i];
+      continue;
+    }
+    if ((v = next(a.c_str())) == nullptr) return false;
+    if (a == "--samples") o->samples = std::strtoull(v, nullptr, 10);
+    else if (a == "--features") o->features = std::atoi(v);
+    else if (a == "--epochs") o->epochs = std::strtoull(v, nullptr, 10);
+    else if (a == "--batch") o->batch = std::strtoull(v, nullptr, 10);
+    else if (a == "--lr") o->lr = std::atof(v);
+    else if (a == "--momentum") o->momentum = std::atof(v);
+    else if (a == "--seed") o->seed = std::strtoull(v, nullptr, 10);
+    else if (a == "--sleep-ms") o->sleep_ms = std::atoi(v);
+    else if (a == "--model-out") o->model_out = v;
+    else if (a == "--ids-dir") o->ids_dir = v;
+    else if (a == "--verify-ids") o->verify_ids = v;
+    else if (a == "--tolerance") o->tolerance = std::atof(v);
+    else {
+      std::fprintf(stderr, "elastic-train-logreg: unknown option %s\n", a.c_str());
+      return false;
+    }
+  }
+  return o->samples > 0 && o->features > 0 && o->batch > 0;
+}
+
+// The synthetic data set: x uniform in [-1, 1]^D, y = sign(w* . x + 0.3 * noise), w* from the seed.
+struct DataSet {
+  int d = 0;
+  std::vector<double> x;  // samples * d
+  std::vector<double> y;  // +-1
+};
+
+DataSet Generate(const Options& o) {
+  DataSet data;
+  data.d = o.features;
+  SplitMix64 rng(o.seed);
+  std::vector<double> truth(static_cast<std::size_t>(o.features));
+  for (double& w : truth) w = 4.0 * rng.Uniform() - 2.0;
+  data.x.resize(o.samples * static_cast<std::size_t>(o.features));
+  data.y.resize(o.samples);
+  for (std::uint64_t i = 0; i < o.samples; ++i) {
+    double z = 0;
+    for (int j = 0; j < o.features; ++j) {
+      const double v = 2.0 * rng.Uniform() - 1.0;
+      data.x[i * static_cast<std::size_t>(o.features) + static_cast<std::size_t>(j)] = v;
+      z += v * truth[static_cast<std::size_t>(j)];
+    }
+    z += 0.3 * (2.0 * rng.Uniform() - 1.0);
+    data.y[i] = z >= 0 ? 1.0 : -1.0;
+  }
+  return data;
+}
+
+// Adds the per-sample gradients of the logistic loss log(1 + exp(-y (w.x + b))) over the given
+// samples to grad (size d + 1; the last entry is the bias); returns the summed loss.
+double AccumulateGradient(const DataSet& data, const std::vector<double>& w,
+                          const std::vector<std::uint64_t>& samples, std::vector<double>* grad) {
+  const auto d = static_cast<std::size_t>(data.d);
+  double loss = 0;
+  for (std::uint64_t s : samples) {
+    const double* x = &data.x[s * d];
+    double z = w[d];
+    for (std::size_t j = 0; j < d; ++j) z += w[j] * x[j];
+    const double margin = data.y[s] * z;
+    loss += margin > 0 ? std::log1p(std::exp(-margin)) : -margin + std::log1p(std::exp(margin));
+    const double coef = -data.y[s] / (1.0 + std::exp(margin));  // d loss / d z
+    for (std::size_t j = 0; j < d; ++j) (*grad)[j] += coef * x[j];
+    (*grad)[d] += coef;
+  }
+  return loss;
+}
+
+int VerifyIds(const Options& o) {
+  // ids files: one "epoch sample" pair per line.
+  std::map<std::pair<std::uint64_t, std::uint64_t>, int> seen;
+  std::string cmd;
+  std::vector<std::string> files;
+  if (FILE* ls = popen(("ls " + o.verify_ids + "/ids.* 2>/dev/null").c_str(), "r")) {
+    char line[4096];
+    while (std::fgets(line, sizeof line, ls)) {
+      std::string f(line);
+      if (!f.empty() && f.back() == '\n') f.pop_back();
+      files.push_back(f);
+    }
+    pclose(ls);
+  }
+  std::uint64_t total = 0;
+  for (const std::string& f : files) {
+    std::ifstream in(f);
+    std::uint64_t e = 0;
+    std::uint64_t s = 0;
+    while (in >> e >> s) {
+      ++seen[{e, s}];
+      ++total;
+    }
+  }
+  std::uint64_t missing = 0;
+  std::uint64_t repeated = 0;
+  for (std::uint64_t e = 0; e < o.epochs; ++e) {
+    for (std::uint64_t s = 0; s < o.samples; ++s) {
+      auto it = seen.find({e, s});
+      if (it == seen.end()) ++missing;
+      else if (it->second > 1) repeated += static_cast<std::uint64_t>(it->second - 1);
+    }
+  }
+  const std::uint64_t expected = o.epochs * o.samples;
+  const bool ok = missing == 0 && repeated == 0 && total == expected;
+  std::printf("{\"files\": %zu, \"records\": %llu, \"expected\": %llu, \"missing\": %llu, \"repeated\": %llu, \"ok\": %s}\n",
+              files.size(), static_cast<unsigned long long>(total), static_cast<unsigned long long>(expected),
+              static_cast<unsigned long long>(missing), static_cast<unsigned long long>(repeated),
+              ok ? "true" : "false");
+  return ok ? kExitOk : kExitCheckFailed;
+}
+
+std::vector<double> ReadModel(const std::string& path) {
+  std::vector<double> v;
+  std::ifstream in(path);
+  double x = 0;
+  while (in >> x) v.push_back(x);
+  return v;
+}
+
+int Compare(const Options& o) {
+  const auto a = ReadModel(o.compare_a);
+  const auto b = ReadModel(o.compare_b);
+  if (a.empty() || a.size() != b.size()) {
+    std::printf("{\"ok\": false, \"error\": \"models missing or of different sizes (%zu, %zu)\"}\n", a.size(), b.size());
+    return kExitCheckFailed;
+  }
+  double diff = 0;
+  double scale = 1;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    diff = std::max(diff, std::fabs(a[i] - b[i]));
+    scale = std::max(scale, std::fabs(a[i]));
+  }
+  const double rel = diff / scale;
+  const bool ok = rel <= o.tolerance;
+  std::printf("{\"max_abs_diff\": %.3e, \"relative\": %.3e, \"tolerance\": %.1e, \"ok\": %s}\n", diff, rel,
+              o.tolerance, ok ? "true" : "false");
+  return ok ? kExitOk : kExitCheckFailed;
+}
+
+int Train(int argc, char** argv, const Options& o) {
+  auto options = elastic::mpi::SessionOptions::FromEnvironment();
+  if (!options.ok()) {
+    std::fprintf(stderr, "elastic-train-logreg: %s\n", options.status().ToString().c_str());
+    return kExitUsage;
+  }
+  options.value().global_batch = o.batch;
+  auto created = Session::Create(options.value(), &argc, &argv);
+  if (!created.ok()) {
+    std::fprintf(stderr, "elastic-train-logreg: %s\n", created.status().ToString().c_str());
+    return created.status().kind() == elastic::ErrorKind::kPermission ? 77 : kExitError;
+  }
+  std::unique_ptr<Session> session = std::move(created).value();
+
+  const DataSet data = Generate(o);
+  const auto d = static_cast<std::size_t>(o.features);
+  std::vector<double> w(d + 1, 0.0);
+  std::vector<double> velocity(d + 1, 0.0);
+  EpochSharder sharder(o.samples, o.seed);
+  session->RegisterDoubles("params", w.data(), w.size());
+  session->RegisterDoubles("momentum", velocity.data(), velocity.size());
+  session->RegisterU64("data_cursor", &sharder.cursor().epoch, 2);
+  static_assert(sizeof(elastic::mpi::ShardCursor) == 2 * sizeof(std::uint64_t));
+  if (auto s = session->Begin(); !s.ok()) {
+    std::fprintf(stderr, "elastic-train-logreg: %s\n", s.ToString().c_str());
+    return kExitError;
+  }
+
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> processed;  // (epoch, sample)
+  std::vector<double> local(d + 1);
+  std::vector<double> reduced(d + 3);
+  std::vector<double> global_mean(d + 1);
+  std::vector<double> local_mean(d + 1);
+  double last_loss = 0;
+  while (true) {
+    auto changed = session->RescalePoint();
+    if (!changed.ok()) {
+      std::fprintf(stderr, "elastic-train-logreg: rescale failed: %s\n", changed.status().ToString().c_str());
+      return kExitError;
+    }
+    if (session->left()) break;
+    if (sharder.cursor().epoch >= o.epochs) break;  // identical on every rank
+    const auto start = std::chrono::steady_clock::now();
+    const auto shard = sharder.Next(session->global_batch(), session->rank(), session->size());
+    std::fill(local.begin(), local.end(), 0.0);
+    const double loss = AccumulateGradient(data, w, shard.samples, &local);
+    for (std::uint64_t s : shard.samples) processed.emplace_back(shard.epoch, s);
+    // One allreduce: gradient sums, sample count, loss sum.
+    std::copy(local.begin(), local.end(), reduced.begin());
+    reduced[d + 1] = static_cast<double>(shard.samples.size());
+    reduced[d + 2] = loss;
+    if (auto s = session->backend().AllreduceSum(reduced.data(), reduced.size()); !s.ok()) {
+      std::fprintf(stderr, "elastic-train-logreg: allreduce failed: %s\n", s.ToString().c_str());
+      return kExitError;
+    }
+    const double count = reduced[d + 1];
+    for (std::size_t j = 0; j <= d; ++j) {
+      global_mean[j] = reduced[j] / count;
+      local_mean[j] = shard.samples.empty() ? 0.0 : local[j] / static_cast<double>(shard.samples.size());
+    }
+    last_loss = reduced[d + 2] / count;
+    if (auto s = session->ObserveGradients(std::span<const double>(local_mean), shard.samples.size(),
+                                           std::span<const double>(global_mean));
+        !s.ok()) {
+      std::fprintf(stderr, "elastic-train-logreg: %s\n", s.ToString().c_str());
+      return kExitError;
+    }
+    const double lr = o.lr * session->lr_factor();
+    for (std::size_t j = 0; j <= d; ++j) {
+      velocity[j] = o.momentum * velocity[j] + global_mean[j];
+      w[j] -= lr * velocity[j];
+    }
+    if (o.sleep_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(o.sleep_ms));
+    session->ReportStep(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+                        shard.global_count);
+  }
+
+  if (!o.ids_dir.empty()) {
+    const std::string path = o.ids_dir + "/ids.g" + std::to_string(session->group_id()) + ".p" +
+                             std::to_string(getpid()) + ".txt";
+    std::ofstream out(path);
+    for (const auto& [e, s] : processed) out << e << ' ' << s << '\n';
+  }
+  if (!session->left() && session->rank() == 0) {
+    std::fprintf(stderr, "elastic-train-logreg: done: %llu steps, world %d, loss %.6f, grad_sqr %.4g, grad_var %.4g\n",
+                 static_cast<unsigned long long>(session->step()), session->size(), last_loss,
+                 session->gradient_noise().grad_sqr(), session->gradient_noise().grad_var());
+    if (!o.model_out.empty()) {
+      std::ofstream out(o.model_out);
+      out.precision(17);
+      for (double v : w) out << v << '\n';
+    }
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  if (!Parse(argc, argv, &o)) {
+    Usage();
+    return kExitUsage;
+  }
+  if (!o.verify_ids.empty()) return VerifyIds(o);
+  if (!o.compare_a.empty()) return Compare(o);
+  try {
+    return Train(argc, argv, o);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "elastic-train-logreg: %s\n", e.what());
+    return kExitError;
+  }
+}

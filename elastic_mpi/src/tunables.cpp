@@ -1,0 +1,144 @@
+#include "elastic_mpi/tunables.h"
+
+#include <array>
+#include <cerrno>
+#include <cstdlib>
+#include <string>
+
+namespace elastic::mpi {
+namespace {
+
+// The one table. Contract variables (set by the SPANK plugin or elastic-launch, docs/interfaces.md
+// section 2) come first, then the runtime's own tunables.
+constexpr std::array kTable{
+    // Contract variables.
+    Tunable{"mode", "ELASTIC_MODE", "elastic", "elastic or rigid (rigid: never rescale)"},
+    Tunable{"job_id", "ELASTIC_JOB_ID", "standalone", "Slurm job id of the elastic job"},
+    Tunable{"role", "ELASTIC_ROLE", "parent", "parent or extension"},
+    Tunable{"controller", "ELASTIC_CONTROLLER", "", "elasticd address HOST:PORT"},
+    Tunable{"gpus_min", "ELASTIC_GPUS_MIN", "", "lower bound of the GPU count"},
+    Tunable{"gpus_max", "ELASTIC_GPUS_MAX", "", "upper bound of the GPU count"},
+    Tunable{"batch_min", "ELASTIC_BATCH_MIN", "", "lower bound of the global batch"},
+    Tunable{"batch_max", "ELASTIC_BATCH_MAX", "", "upper bound of the global batch"},
+    Tunable{"local_batch_min", "ELASTIC_LOCAL_BATCH_MIN", "", "lower bound of the per-rank batch"},
+    Tunable{"local_batch_max", "ELASTIC_LOCAL_BATCH_MAX", "", "upper bound of the per-rank batch"},
+    Tunable{"lr_scaling", "ELASTIC_LR_SCALING", "none", "none, linear, sqrt or adascale"},
+    Tunable{"join_token", "ELASTIC_JOIN_TOKEN", "", "32 hex digits proving elasticd sent this group"},
+    Tunable{"group_id", "ELASTIC_GROUP_ID", "0", "id of this rank's group (0 = base job)"},
+    Tunable{"node_group", "ELASTIC_NODE_GROUP", "0", "index of this node group in the job"},
+    Tunable{"local_rank", "ELASTIC_LOCAL_RANK", "", "rank within the node group"},
+    Tunable{"local_size", "ELASTIC_LOCAL_SIZE", "", "size of the node group"},
+    Tunable{"rendezvous_uri", "ELASTIC_RENDEZVOUS_URI", "", "ompi-server URI file of the job"},
+    // Runtime tunables.
+    Tunable{"log_level", "ELASTIC_LOG_LEVEL", "info", "error, warning, info, verbose, debug"},
+    Tunable{"connect_timeout_s", "ELASTIC_CONNECT_TIMEOUT_S", "60", "watchdog on connect/accept (s)"},
+    Tunable{"spawn_timeout_s", "ELASTIC_SPAWN_TIMEOUT_S", "60", "watchdog on MPI_Comm_spawn (s)"},
+    Tunable{"poll_interval_s", "ELASTIC_POLL_INTERVAL_S", "1", "how often rank 0 polls for commands (s)"},
+    Tunable{"run_dir", "ELASTIC_RUN_DIR", "", "the job's private directory"},
+    Tunable{"checkpoint_dir", "ELASTIC_CHECKPOINT_DIR", "", "where checkpoints go"},
+    Tunable{"standalone", "ELASTIC_STANDALONE", "0", "1: no controller, no Slurm"},
+    Tunable{"join", "ELASTIC_JOIN", "0", "1: this group joins a running world (connect)"},
+    Tunable{"schedule", "ELASTIC_SCHEDULE", "", "standalone rescale schedule, e.g. 2->4:128->2"},
+    Tunable{"schedule_every", "ELASTIC_SCHEDULE_EVERY", "10", "steps between schedule entries"},
+    Tunable{"respawn_delay_s", "ELASTIC_RESPAWN_DELAY_S", "1", "pause between a shrink and the next spawn (s)"},
+    Tunable{"command_dir", "ELASTIC_COMMAND_DIR", "", "directory polled for command files (tests)"},
+    Tunable{"backend", "ELASTIC_BACKEND", "auto", "collective backend: auto, mpi or nccl"},
+    Tunable{"grad_noise_ema", "ELASTIC_GRAD_NOISE_EMA", "0.9", "smoothing of gradient-noise statistics"},
+    Tunable{"bind", "ELASTIC_BIND", "1", "bind each rank to its share of the node's cores"},
+    Tunable{"metrics_file", "ELASTIC_METRICS_FILE", "", "JSON-lines file for step metrics (rank 0)"},
+};
+
+const Tunable* Find(std::string_view name) {
+  for (const Tunable& t : kTable) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+std::span<const Tunable> Tunables() noexcept { return kTable; }
+
+Config Config::FromEnvironment() {
+  Config config;
+  for (const Tunable& t : kTable) {
+    const std::string env(t.env);
+    if (const char* value = std::getenv(env.c_str()); value != nullptr) {  // the one getenv
+      config.values_[std::string(t.name)] = value;
+    }
+  }
+  return config;
+}
+
+Result<Config> Config::FromMap(const std::map<std::string, std::string>& values) {
+  Config config;
+  for (const auto& [env, value] : values) {
+    const Tunable* found = nullptr;
+    for (const Tunable& t : kTable) {
+      if (t.env == env) found = &t;
+    }
+    if (found == nullptr) {
+      return Status(ErrorKind::kInvalidArgument, "unknown variable " + env);
+    }
+    config.values_[std::string(found->name)] = value;
+  }
+  return config;
+}
+
+std::string Config::Get(std::string_view name) const {
+  const Tunable* t = Find(name);
+  if (t == nullptr) throw Error(ErrorKind::kInternal, "no tunable named " + std::string(name));
+  if (auto it = values_.find(name); it != values_.end()) return it->second;
+  return std::string(t->default_value);
+}
+
+bool Config::IsSet(std::string_view name) const { return values_.find(name) != values_.end(); }
+
+Status Config::Set(std::string_view name, std::string value) {
+  if (Find(name) == nullptr) {
+    return Status(ErrorKind::kInvalidArgument, "no tunable named " + std::string(name));
+  }
+  values_[std::string(name)] = std::move(value);
+  return Status::Ok();
+}
+
+namespace {
+Status Malformed(std::string_view name, const std::string& value, std::string_view expected) {
+  const Tunable* t = Find(name);
+  return Status(ErrorKind::kConfig, std::string(t->env) + "='" + value + "' is not " +
+                                        std::string(expected));
+}
+}  // namespace
+
+Result<double> Config::GetDouble(std::string_view name) const {
+  const std::string value = Get(name);
+  errno = 0;
+  char* end = nullptr;
+  const double d = std::strtod(value.c_str(), &end);
+  if (value.empty() || errno != 0 || end == nullptr || *end != '\0') {
+    return Malformed(name, value, "a number");
+  }
+  return d;
+}
+
+Result<std::int64_t> Config::GetInt(std::string_view name) const {
+  const std::string value = Get(name);
+  errno = 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(value.c_str(), &end, 10);
+  if (value.empty() || errno != 0 || end == nullptr || *end != '\0') {
+    return Malformed(name, value, "an integer");
+  }
+  return static_cast<std::int64_t>(v);
+}
+
+Result<bool> Config::GetBool(std::string_view name) const {
+  const std::string value = Get(name);
+  if (value == "1" || value == "true" || value == "yes" || value == "on") return true;
+  if (value == "0" || value == "false" || value == "no" || value == "off" || value.empty()) {
+    return false;
+  }
+  return Malformed(name, value, "a boolean (1/0, true/false, yes/no, on/off)");
+}
+
+}  // namespace elastic::mpi

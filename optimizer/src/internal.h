@@ -15,11 +15,15 @@ namespace elastic::optimizer::internal {
 struct Tables {
   std::vector<std::vector<Option>> options;
   std::vector<std::vector<double>> values;
-  std::vector<int> type_of;  // flattened helper: unused by most policies
+  // Per job: a constant added to every option's value so that the search never leaves the
+  // job pending (keep_running); subtracted again when a plan's objective is computed.
+  std::vector<double> bonus;
 };
 
 // Validates the snapshot and builds its tables (kInvalidArgument on a bad snapshot).
-Result<Tables> PrepareTables(const Snapshot& snapshot, const Objective& objective);
+// With keep_running, every running job's options carry a bonus larger than the sum of all
+// other values, so a plan keeps every running job that fits.
+Result<Tables> PrepareTables(const Snapshot& snapshot, const Objective& objective, bool keep_running = false);
 
 // The plan for one choice per job (index into its options, -1 pending): assignments and
 // objective; bound/gap default to "nothing proven" (+inf) until the caller sets them.

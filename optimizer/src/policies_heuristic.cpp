@@ -161,7 +161,7 @@ template <typename Body>
 Result<Plan> RunPolicy(std::string_view name, const Snapshot& snapshot, const PolicyOptions& options,
                        const Objective& objective, Body body) {
   const auto start = Clock::now();
-  Result<Tables> tables = internal::PrepareTables(snapshot, objective);
+  Result<Tables> tables = internal::PrepareTables(snapshot, objective, options.keep_running);
   if (!tables.ok()) return tables.status();
   State st(snapshot, tables.value());
   body(st, start);

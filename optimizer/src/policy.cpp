@@ -1,5 +1,6 @@
 #include "elastic/optimizer/policy.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -62,7 +63,7 @@ double MsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
-Result<Tables> PrepareTables(const Snapshot& snapshot, const Objective& objective) {
+Result<Tables> PrepareTables(const Snapshot& snapshot, const Objective& objective, bool keep_running) {
   if (Status st = Validate(snapshot); !st.ok()) return st;
   if (objective.kind == ObjectiveKind::kPowerMean && !(objective.p < 0.0)) {
     return Status(ErrorKind::kInvalidArgument, "power-mean objective needs p < 0");
@@ -77,6 +78,20 @@ Result<Tables> PrepareTables(const Snapshot& snapshot, const Objective& objectiv
   t.values.resize(t.options.size());
   for (size_t j = 0; j < t.options.size(); ++j) {
     for (const Option& o : t.options[j]) t.values[j].push_back(OptionValue(objective, snapshot.jobs[j], o));
+  }
+  t.bonus.assign(t.options.size(), 0.0);
+  if (keep_running) {
+    double total = 1.0;
+    for (const auto& vs : t.values) {
+      double best = 0.0;
+      for (double v : vs) best = std::max(best, v);
+      total += best;
+    }
+    for (size_t j = 0; j < t.options.size(); ++j) {
+      if (snapshot.jobs[j].state != JobState::kRunning) continue;
+      t.bonus[j] = total;
+      for (double& v : t.values[j]) v = std::max(v, 0.0) + total;
+    }
   }
   return t;
 }
@@ -97,7 +112,7 @@ Plan MakePlan(const Snapshot& snapshot, const Tables& tables, const std::vector<
       a.gpus = o.gpus;
       a.batch = o.batch;
       a.utility = o.utility;
-      plan.objective += tables.values[j][static_cast<size_t>(choice[j])];
+      plan.objective += tables.values[j][static_cast<size_t>(choice[j])] - tables.bonus[j];
     }
     plan.assignments.push_back(std::move(a));
   }

@@ -23,6 +23,7 @@ struct SolveOptions {
   uint64_t seed = 1;
   bool no_placement = false;
   bool pretty = false;
+  bool keep_running = false;
 };
 
 po::options_description SetupSolve(SolveOptions& o) {
@@ -45,6 +46,7 @@ po::options_description SetupSolve(SolveOptions& o) {
       ("time-budget-ms", po::value(&o.time_budget_ms)->default_value(o.time_budget_ms), "solve time budget")
       ("seed", po::value(&o.seed)->default_value(o.seed), "seed of randomised policies")
       ("no-placement", po::bool_switch(&o.no_placement), "do not map GPU counts onto nodes")
+      ("keep-running", po::bool_switch(&o.keep_running), "never leave a running job pending")
       ("pretty", po::bool_switch(&o.pretty), "indent the JSON output");
   return d;
 }
@@ -92,6 +94,7 @@ int RunSolve(const std::vector<std::string>& args) {
   popts.time_budget_ms = o.time_budget_ms;
   popts.seed = o.seed;
   popts.place = !o.no_placement;
+  popts.keep_running = o.keep_running;
 
   Result<Snapshot> snap = LoadSnapshot(o.input);
   if (!snap.ok()) {

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
@@ -19,7 +20,10 @@ struct CliRun {
 
 // Runs elastic-optimize with `args` (a shell-quoted string) and captures its output.
 CliRun Optimize(const std::string& args) {
-  const std::string err_file = ::testing::TempDir() + "elastic-optimize-stderr.txt";
+  // One stderr file per call and process: ctest runs test cases in parallel processes.
+  static int calls = 0;
+  const std::string err_file = ::testing::TempDir() + "elastic-optimize-stderr-" + std::to_string(getpid()) + "-" +
+                               std::to_string(++calls) + ".txt";
   const std::string cmd = std::string(ELASTIC_OPTIMIZE_BIN) + " " + args + " 2>" + err_file;
   CliRun r;
   FILE* p = popen(cmd.c_str(), "r");
@@ -33,6 +37,7 @@ CliRun Optimize(const std::string& args) {
     while ((n = fread(buf.data(), 1, buf.size(), e)) > 0) r.err.append(buf.data(), n);
     fclose(e);
   }
+  std::remove(err_file.c_str());
   return r;
 }
 

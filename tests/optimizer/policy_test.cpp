@@ -213,3 +213,45 @@ TEST(Placement, WholeNodesFirstThenBestFit) {
 
 }  // namespace
 }  // namespace elastic::optimizer
+
+namespace elastic::optimizer {
+namespace {
+
+TEST(Objectives, KeepRunningNeverLeavesARunningJobPending) {
+  Snapshot s;
+  s.cluster.types = {{"a100", 1, 4}};
+  Job running;
+  running.id = "old";
+  running.state = JobState::kRunning;
+  running.min_gpus = 4;
+  running.max_gpus = 4;
+  running.current = Configuration{"a100", 4, 0};
+  running.options = {{"a100", 4, 0, 1.0}};
+  Job better;
+  better.id = "new";
+  better.min_gpus = 4;
+  better.max_gpus = 4;
+  better.options = {{"a100", 4, 0, 5.0}};
+  s.jobs = {running, better};
+  for (const std::string& name : PolicyNames()) {
+    PolicyOptions o;
+    o.time_budget_ms = 20;
+    Plan plan = MustSolve(name, s, o);
+    if (name == "dp" || name == "greedy") {
+      EXPECT_TRUE(plan.assignments[0].pending) << name << ": without keep_running the better job wins";
+    }
+    o.keep_running = true;
+    plan = MustSolve(name, s, o);
+    EXPECT_FALSE(plan.assignments[0].pending) << name;
+    EXPECT_TRUE(plan.assignments[1].pending) << name;
+    if (name != "pollux") {  // pollux reports its power-mean value
+      EXPECT_NEAR(plan.objective, 1.0, 1e-9) << name << ": the bonus is not in the objective";
+    }
+    if (name == "dp") {
+      EXPECT_NEAR(plan.bound, 1.0, 1e-9);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace elastic::optimizer

@@ -49,6 +49,10 @@ struct PolicyOptions {
   double time_budget_ms = 1000.0;  // wall-clock budget of one solve
   uint64_t seed = 1;               // randomised policies (evolutionary, pollux)
   bool place = true;               // also map GPU counts onto nodes (placement.h)
+  // Running jobs are never left pending (their base size is guaranteed while it fits): the
+  // controller's setting, since shrinking below min_gpus means preemption. Off by default so
+  // that the plain option-table problem keeps its textbook semantics.
+  bool keep_running = false;
 };
 
 class Policy {

@@ -798,6 +798,9 @@ Result<bool> Session::RescalePoint() {
   s.last.old_size = s.size;
   s.last.old_batch = s.global_batch;
   s.last.group = static_cast<std::uint32_t>(packet[2]);
+  // The new batch is in force before the hand-over, so newcomers receive it with the meta; a
+  // failed change puts the old one back.
+  if (packet[3] != 0) s.global_batch = static_cast<std::uint64_t>(packet[3]);
   Status status;
   bool changed = true;
   switch (action) {
@@ -826,12 +829,12 @@ Result<bool> Session::RescalePoint() {
     case Action::kNone:
       break;
   }
+  if (!status.ok() || !changed) s.global_batch = s.last.old_batch;
   if (!status.ok()) {
     s.last.ok = false;
     s.last.error = status.message();
     return status;
   }
-  if (changed && packet[3] != 0) s.global_batch = static_cast<std::uint64_t>(packet[3]);
   s.last.new_size = s.left ? 0 : s.size;
   s.last.new_batch = s.global_batch;
   s.last.pause_s = Seconds(start);

@@ -1,2 +1,241 @@
+// elastic-launch: what job scripts run in place of mpirun/torchrun (one per node):
+//
+//   srun --ntasks-per-node=1 elastic-launch -n 4 -- ./train ARGS...          (the job's nodes)
+//   elastic-launch --join -n 4 -- ./train ARGS...                            (an extension job)
+//
+// It starts this node's ranks as direct children (Open MPI 4.1.4 ranks under orted crash at
+// connect/accept): one rank as an MPI singleton, several through a node-local mpirun that never
+// asks Slurm for daemons (--mca ras ^slurm --mca plm ^slurm). On the leader node (node group 0,
+// not --join) it first starts the job's rendezvous, `ompi-server --no-daemonize --report-uri`,
+// as the job's user, and writes its URI to <run dir>/rendezvous.uri (mode 700 directory); other
+// launchers wait for that file. Signals (SIGTERM from scancel or preemption, SIGINT) are
+// forwarded to the ranks; the launcher exits with the ranks' exit status and stops ompi-server.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
 #include <cstdio>
-int main() { return 0; }
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "elastic_mpi/tunables.h"
+
+namespace {
+
+// Exit codes of the launcher itself (the ranks' own status is passed through otherwise).
+enum ExitCode { kExitUsage = 2, kExitRendezvous = 69, kExitLaunch = 71 };
+
+struct Options {
+  int ranks = 1;
+  bool join = false;
+  bool oversubscribe = false;
+  std::string run_dir;
+  std::string uri_file;       // --uri / ELASTIC_RENDEZVOUS_URI (join mode)
+  std::string mpirun = "mpirun";
+  std::string ompi_server = "ompi-server";
+  double wait_s = 60;         // for the URI file
+  std::vector<std::string> program;
+};
+
+void Usage() {
+  std::fprintf(stderr,
+               "usage: elastic-launch [-n RANKS] [--join] [--uri FILE] [--run-dir DIR] [--oversubscribe]\n"
+               "                      [--mpirun PATH] [--ompi-server PATH] [--wait S] -- PROGRAM [ARGS...]\n");
+}
+
+volatile sig_atomic_t g_child_group = 0;
+
+void Forward(int sig) {
+  if (g_child_group > 0) kill(-g_child_group, sig);
+}
+
+// Starts argv with extra environment entries in its own process group; returns the pid or -1.
+pid_t Start(const std::vector<std::string>& argv, const std::vector<std::string>& env, bool own_group,
+            const std::string& stdout_to = "") {
+  const pid_t pid = fork();
+  if (pid != 0) return pid;
+  if (own_group) setpgid(0, 0);
+  for (const std::string& e : env) putenv(const_cast<char*>(e.c_str()));  // child only
+  if (!stdout_to.empty()) {
+    const int fd = open(stdout_to.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd >= 0) dup2(fd, STDOUT_FILENO);
+  }
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  execvp(args[0], args.data());
+  std::fprintf(stderr, "elastic-launch: cannot run %s: %s\n", args[0], std::strerror(errno));
+  _exit(127);
+}
+
+int WaitStatus(pid_t pid) {
+  int status = 0;
+  while (waitpid(pid, &status, 0) == -1) {
+    if (errno != EINTR) return kExitLaunch;
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return kExitLaunch;
+}
+
+// Stops a helper: SIGTERM, then SIGKILL after 5 s.
+void Stop(pid_t pid) {
+  kill(pid, SIGTERM);
+  for (int i = 0; i < 50; ++i) {
+    if (waitpid(pid, nullptr, WNOHANG) == pid) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+}
+
+bool WaitForFile(const std::string& path, double seconds) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < deadline) {
+    struct stat st {};
+    if (stat(path.c_str(), &st) == 0 && st.st_size > 0) {
+      std::ifstream in(path);
+      std::string line;
+      if (std::getline(in, line) && !line.empty()) return true;  // a complete first line
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+bool MakePrivateDir(const std::string& path) {
+  // mkdir -p with mode 700 for the last component.
+  std::string partial;
+  for (std::size_t pos = 0; pos != std::string::npos;) {
+    pos = path.find('/', pos + 1);
+    partial = path.substr(0, pos);
+    if (!partial.empty()) mkdir(partial.c_str(), 0700);
+  }
+  struct stat st {};
+  return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && chmod(path.c_str(), 0700) == 0;
+}
+
+bool Parse(int argc, char** argv, const elastic::mpi::Config& config, Options* o) {
+  int i = 1;
+  for (; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--") {
+      ++i;
+      break;
+    }
+    auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
+    const char* v = nullptr;
+    if (a == "--join") o->join = true;
+    else if (a == "--oversubscribe") o->oversubscribe = true;
+    else if ((a == "-n" || a == "--ranks") && (v = value())) o->ranks = std::atoi(v);
+    else if (a == "--uri" && (v = value())) o->uri_file = v;
+    else if (a == "--run-dir" && (v = value())) o->run_dir = v;
+    else if (a == "--mpirun" && (v = value())) o->mpirun = v;
+    else if (a == "--ompi-server" && (v = value())) o->ompi_server = v;
+    else if (a == "--wait" && (v = value())) o->wait_s = std::atof(v);
+    else {
+      std::fprintf(stderr, "elastic-launch: bad option %s\n", a.c_str());
+      return false;
+    }
+  }
+  for (; i < argc; ++i) o->program.emplace_back(argv[i]);
+  if (o->program.empty() || o->ranks < 1) return false;
+  // Run dir: --run-dir, ELASTIC_RUN_DIR, $SLURM_SUBMIT_DIR/.elastic/<job>, ./.elastic/<job>.
+  if (o->run_dir.empty()) o->run_dir = config.Get("run_dir");
+  if (o->run_dir.empty()) {
+    const std::string base = config.Get("submit_dir").empty() ? "." : config.Get("submit_dir");
+    o->run_dir = base + "/.elastic/" + config.Get("job_id");
+  }
+  if (o->uri_file.empty()) o->uri_file = config.Get("rendezvous_uri");
+  if (o->uri_file.rfind("file:", 0) == 0) o->uri_file = o->uri_file.substr(5);
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const elastic::mpi::Config config = elastic::mpi::Config::FromEnvironment();
+  Options o;
+  if (!Parse(argc, argv, config, &o)) {
+    Usage();
+    return kExitUsage;
+  }
+  const std::string node_group = config.Get("node_group");
+  const bool leader = !o.join && node_group == "0";
+  pid_t server = -1;
+
+  if (o.join) {
+    if (o.uri_file.empty()) {
+      std::fprintf(stderr, "elastic-launch: --join needs --uri or ELASTIC_RENDEZVOUS_URI\n");
+      return kExitUsage;
+    }
+  } else {
+    if (!MakePrivateDir(o.run_dir)) {
+      std::fprintf(stderr, "elastic-launch: cannot create run directory %s: %s\n", o.run_dir.c_str(),
+                   std::strerror(errno));
+      return kExitRendezvous;
+    }
+    if (o.uri_file.empty()) o.uri_file = o.run_dir + "/rendezvous.uri";
+    if (leader) {
+      unlink(o.uri_file.c_str());
+      std::vector<std::string> cmd = {o.ompi_server, "--no-daemonize", "--report-uri", o.uri_file};
+      if (const std::string itf = config.Get("rendezvous_if"); !itf.empty()) {
+        cmd.insert(cmd.end(), {"--mca", "oob_tcp_if_include", itf});
+      }
+      server = Start(cmd, {}, /*own_group=*/true, "/dev/null");
+      if (server < 0) {
+        std::fprintf(stderr, "elastic-launch: cannot start ompi-server\n");
+        return kExitRendezvous;
+      }
+    }
+  }
+  if (!WaitForFile(o.uri_file, o.wait_s)) {
+    std::fprintf(stderr, "elastic-launch: no rendezvous URI in %s after %g s\n", o.uri_file.c_str(), o.wait_s);
+    if (server > 0) Stop(server);
+    return kExitRendezvous;
+  }
+
+  // The ranks: environment of docs/interfaces.md section 2 ("set by elastic-launch").
+  std::vector<std::string> env = {
+      "ELASTIC_LOCAL_SIZE=" + std::to_string(o.ranks),
+      "ELASTIC_NODE_GROUP=" + node_group,
+      "ELASTIC_RENDEZVOUS_URI=" + o.uri_file,
+      "ELASTIC_RUN_DIR=" + o.run_dir,
+      "OMPI_MCA_pmix_server_uri=file:" + o.uri_file,
+  };
+  if (o.join) env.push_back("ELASTIC_JOIN=1");
+  std::vector<std::string> cmd;
+  if (o.ranks == 1) {
+    env.push_back("ELASTIC_LOCAL_RANK=0");
+    cmd = o.program;  // an MPI singleton, a direct child
+  } else {
+    cmd = {o.mpirun, "-np", std::to_string(o.ranks), "--mca", "ras", "^slurm", "--mca", "plm", "^slurm",
+           "--ompi-server", "file:" + o.uri_file};
+    if (o.oversubscribe) cmd.push_back("--oversubscribe");
+    cmd.insert(cmd.end(), o.program.begin(), o.program.end());
+  }
+  struct sigaction sa {};
+  sa.sa_handler = Forward;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  const pid_t ranks = Start(cmd, env, /*own_group=*/true);
+  if (ranks < 0) {
+    if (server > 0) Stop(server);
+    return kExitLaunch;
+  }
+  g_child_group = ranks;
+  const int rc = WaitStatus(ranks);
+  g_child_group = 0;
+  if (server > 0) Stop(server);
+  return rc;
+}

@@ -45,6 +45,8 @@ constexpr std::array kTable{
     Tunable{"backend", "ELASTIC_BACKEND", "auto", "collective backend: auto, mpi or nccl"},
     Tunable{"grad_noise_ema", "ELASTIC_GRAD_NOISE_EMA", "0.9", "smoothing of gradient-noise statistics"},
     Tunable{"bind", "ELASTIC_BIND", "1", "bind each rank to its share of the node's cores"},
+    Tunable{"rendezvous_if", "ELASTIC_RENDEZVOUS_IF", "", "interface ompi-server listens on (launcher)"},
+    Tunable{"submit_dir", "SLURM_SUBMIT_DIR", "", "Slurm's submit directory (default run dir parent)"},
     Tunable{"metrics_file", "ELASTIC_METRICS_FILE", "", "JSON-lines file for step metrics (rank 0)"},
 };
 

@@ -52,6 +52,52 @@ capi)
   echo "$out"
   [[ $out == "steps 20 world 2" ]] || fail "unexpected output"
   ;;
+join|badtoken)
+  # Two separately launched groups join through the parent's ompi-server (connect/accept), as an
+  # extension job would; the test plays elasticd by writing command files.
+  bin=$1
+  good=0123456789abcdef0123456789abcdef
+  sent=$good
+  [[ $mode == badtoken ]] && sent=fedcba9876543210fedcba9876543210
+  mkdir -p "$work/commands"
+  export ELASTIC_JOB_ID=test$$ ELASTIC_POLL_INTERVAL_S=0.2 ELASTIC_CONNECT_TIMEOUT_S=30
+  ELASTIC_COMMAND_DIR="$work/commands" ELASTIC_METRICS_FILE="$work/metrics.jsonl" \
+    timeout -k 10 120 "$bin/elastic-launch" -n 2 --oversubscribe --run-dir "$work/run" -- \
+    "$bin/elastic-train-logreg" --sleep-ms 30 --samples $SAMPLES --epochs $EPOCHS --ids-dir "$work" \
+    >"$work/parent.log" 2>&1 &
+  parent=$!; pids+=($parent)
+  for _ in $(seq 100); do [[ -s $work/run/rendezvous.uri ]] && break; sleep 0.1; done
+  [[ -s $work/run/rendezvous.uri ]] || fail "no rendezvous URI"
+  ELASTIC_GROUP_ID=1 ELASTIC_JOIN_TOKEN=$sent \
+    timeout -k 10 90 "$bin/elastic-launch" --join -n 1 --uri "$work/run/rendezvous.uri" -- \
+    "$bin/elastic-train-logreg" --sleep-ms 30 --samples $SAMPLES --epochs $EPOCHS --ids-dir "$work" \
+    >"$work/joiner.log" 2>&1 &
+  joiner=$!; pids+=($joiner)
+  echo "{\"action\":\"grow\",\"group\":1,\"join_token\":\"$good\"}" >"$work/commands/001.json"
+  if [[ $mode == join ]]; then
+    for _ in $(seq 300); do grep -q '"what":"join"' "$work/metrics.jsonl" 2>/dev/null && break; sleep 0.1; done
+    sleep 0.5
+    echo '{"action":"shrink","group":1}' >"$work/commands/002.json"
+  fi
+  wait $joiner; joiner_rc=$?
+  wait $parent; parent_rc=$?
+  pids=()
+  echo "--- parent"; cat "$work/parent.log"; echo "--- joiner"; cat "$work/joiner.log"
+  echo "--- rescales"; grep rescale "$work/metrics.jsonl"
+  [[ $parent_rc == 0 ]] || fail "parent exited with $parent_rc"
+  if [[ $mode == join ]]; then
+    [[ $joiner_rc == 0 ]] || fail "joiner exited with $joiner_rc"
+    grep -q '"gpus":3,"pause_s":[0-9.e-]*,"type":"rescale","what":"join"' "$work/metrics.jsonl" || fail "no join"
+    grep -q '"gpus":2,"pause_s":[0-9.e-]*,"type":"rescale","what":"shrink"' "$work/metrics.jsonl" || fail "no shrink"
+  else
+    [[ $joiner_rc == 77 ]] || fail "refused joiner exited with $joiner_rc, expected 77"
+    grep -q "refused by the running world (bad-token)" "$work/joiner.log" || fail "joiner did not report bad-token"
+    grep -q "group 1 refused: bad-token" "$work/parent.log" || fail "parent did not refuse"
+    grep -q '"what":"join"' "$work/metrics.jsonl" && grep -q '"gpus":3' "$work/metrics.jsonl" && fail "refused group merged"
+  fi
+  "$bin/elastic-train-logreg" --verify-ids "$work" --samples $SAMPLES --epochs $EPOCHS \
+    || fail "samples not processed exactly once"
+  ;;
 *)
   fail "unknown mode $mode"
   ;;

@@ -30,3 +30,7 @@ if(ELASTIC_SANITIZE)
   add_compile_options(-fsanitize=${ELASTIC_SANITIZE} -fno-omit-frame-pointer)
   add_link_options(-fsanitize=${ELASTIC_SANITIZE})
 endif()
+
+# C sources take the same warnings target (its C++-only flags apply to C++ only); the name is
+# kept for targets that say which language they mean.
+add_library(elastic_c_warnings ALIAS elastic_warnings)

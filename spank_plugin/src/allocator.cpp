@@ -8,7 +8,7 @@
 
 namespace elastic::spank {
 
-int AllocatorPostOpt(spank_t) {
+int AllocatorPostOpt(spank_t sp) {
   PluginState& st = State();
   ElasticSpec& spec = st.spec;
   if (spec.extension) {
@@ -37,7 +37,8 @@ int AllocatorPostOpt(spank_t) {
   // For prolog/epilog scripts and the job's own information (SPANK_ELASTIC_SPEC there).
   // The batch step re-reads and re-validates the options themselves.
   std::string desc = Describe(spec);
-  spank_job_control_setenv(nullptr, "ELASTIC_SPEC", desc.c_str(), 1);
+  spank_err_t rc = spank_job_control_setenv(sp, "ELASTIC_SPEC", desc.c_str(), 1);
+  if (rc != ESPANK_SUCCESS) slurm_verbose("elastic: cannot record the spec in the job: %s", spank_strerror(rc));
   return 0;
 }
 

@@ -235,6 +235,8 @@ void ExtensionJob(spank_t sp, PluginState& st, uint32_t job_id, uint32_t uid) {
 
 void BatchStepPostOpt(spank_t sp) {
   PluginState& st = State();
+  // A job without elastic options is left exactly as it would be without the plugin.
+  if (!st.spec.AnyElasticOption() && !st.spec.extension && !st.option_error) return;
   RemoveUserElasticVariables(sp);
   if (st.option_error) {
     st.task_error = *st.option_error;

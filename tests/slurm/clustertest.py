@@ -25,7 +25,8 @@ TERMINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "
 
 
 def slurm_env(extra=None):
-    env = dict(os.environ)
+    # The test's own ELASTIC_* settings (cluster directory, ports) are not for the jobs.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ELASTIC_")}
     env["SLURM_CONF"] = SLURM_CONF
     if extra:
         env.update(extra)

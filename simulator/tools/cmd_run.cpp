@@ -1,0 +1,152 @@
+// elastic-sim [run]: one simulation.
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include "cli.h"
+#include "elastic/simulator/metrics.h"
+#include "elastic/simulator/workload.h"
+
+namespace elastic::simulator::cli {
+namespace {
+
+struct RunOptions {
+  CommonOptions common;
+  std::string workload;
+  std::string format = "pollux";
+  std::string policy = "dp";
+  bool json = false;
+  bool quiet = false;
+  double horizon_s = 0.0;
+  std::string jobs_csv;
+  std::string out_dir;
+  std::string philly_start;
+  double philly_hours = 8.0;
+  size_t philly_jobs = 0;
+};
+
+constexpr const char* kUsage =
+    "usage: elastic-sim [run] --workload FILE [--format pollux|philly|sacct] --policy NAME [options]\n"
+    "       elastic-sim study [options]   (the reproduction study of docs/results.md; --help for its options)\n"
+    "Replays a workload on a simulated GPU cluster with an optimizer policy in the loop.\n"
+    "Policies: dp, greedy, optimus, static, evolutionary, pollux (optimizer/), fifo (FIFO + EASY backfill).\n"
+    "Exit codes: 0 ok, 1 internal error, 2 bad command line, 3 bad input.\n";
+
+void ProgressBar(double t, size_t done, size_t total) {
+  const int width = 30;
+  const int filled = total ? static_cast<int>(width * static_cast<double>(done) / static_cast<double>(total)) : width;
+  std::string bar(static_cast<size_t>(filled), '#');
+  bar.resize(static_cast<size_t>(width), '.');
+  std::fprintf(stderr, "\r[%s] %zu/%zu jobs  t=%.1f h ", bar.c_str(), done, total, t / 3600.0);
+  if (done == total) std::fprintf(stderr, "\n");
+  std::fflush(stderr);
+}
+
+}  // namespace
+
+int RunSimulation(const std::vector<std::string>& args) {
+  namespace po = boost::program_options;
+  RunOptions o;
+  po::options_description desc("options");
+  desc.add_options()
+      ("help,h", "show this help")
+      ("workload", po::value(&o.workload), "workload file")
+      ("format", po::value(&o.format)->default_value(o.format),
+       "pollux (name,time,application,num_replicas,batch_size) | philly (traces/philly.csv) | sacct (sacct -P)")
+      ("policy", po::value(&o.policy)->default_value(o.policy), "policy")
+      ("json", po::bool_switch(&o.json), "print the summary as one JSON object")
+      ("horizon", po::value(&o.horizon_s)->default_value(0.0), "count jobs finished by this time [s] (0: all)")
+      ("jobs-csv", po::value(&o.jobs_csv), "write the per-job CSV here")
+      ("out-dir", po::value(&o.out_dir), "write jobs.csv, epochs.csv, summary.json and SVG plots here")
+      ("quiet,q", po::bool_switch(&o.quiet), "no progress bar")
+      ("philly-start", po::value(&o.philly_start), "philly: window start 'YYYY-MM-DD HH:MM:SS' (default: first job)")
+      ("philly-hours", po::value(&o.philly_hours)->default_value(8.0), "philly: window length [h]")
+      ("philly-jobs", po::value(&o.philly_jobs)->default_value(0), "philly: sample this many jobs (0: all)");
+  AddCommonOptions(desc, o.common);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(desc).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::cerr << "elastic-sim: " << e.what() << "\n" << kUsage;
+    return kExitUsage;
+  }
+  if (vm.count("help")) {
+    std::cout << kUsage << desc;
+    return kExitOk;
+  }
+  if (o.workload.empty()) {
+    std::cerr << "elastic-sim: --workload is required\n" << kUsage;
+    return kExitUsage;
+  }
+  if (Status s = FinishCommonOptions(o.common); !s.ok()) {
+    std::cerr << "elastic-sim: " << s.message() << "\n";
+    return kExitUsage;
+  }
+  if (o.format != "pollux" && o.format != "philly" && o.format != "sacct") {
+    std::cerr << "elastic-sim: --format: expected pollux, philly or sacct, got '" << o.format << "'\n";
+    return kExitUsage;
+  }
+  SimConfig config = o.common.config;
+  config.policy = o.policy;
+  Result<AppTable> apps = LoadPolluxApplications(o.common.data_dir + "/pollux-adaptdl-osdi21/traces");
+  if (!apps.ok()) {
+    std::cerr << "elastic-sim: " << apps.status().message() << "\n";
+    return kExitBadInput;
+  }
+  Result<std::vector<JobSpec>> jobs = Status(ErrorKind::kInternal, "no reader");
+  const int cap = config.nodes * config.gpus_per_node;
+  if (o.format == "pollux") {
+    jobs = ReadPolluxWorkload(o.workload, apps.value());
+  } else if (o.format == "philly") {
+    PhillyWindow w;
+    w.start = o.philly_start;
+    w.hours = o.philly_hours;
+    w.max_jobs = o.philly_jobs;
+    w.max_gpus = cap;
+    w.seed = config.seed;
+    jobs = ReadPhillyWindow(o.workload, w, apps.value());
+  } else {
+    jobs = ReadSacct(o.workload, apps.value(), cap, config.seed);
+  }
+  if (!jobs.ok()) {
+    std::cerr << "elastic-sim: " << jobs.status().message() << "\n";
+    return kExitBadInput;
+  }
+  if (!o.quiet && isatty(STDERR_FILENO)) config.progress = ProgressBar;
+  Result<SimResult> r = Simulate(apps.value(), jobs.value(), config);
+  if (!r.ok()) {
+    std::cerr << "elastic-sim: " << r.status().message() << "\n";
+    return r.status().kind() == ErrorKind::kInvalidArgument ? kExitUsage : kExitFailure;
+  }
+  const Summary s = Summarise(r.value(), o.horizon_s);
+  if (!o.jobs_csv.empty()) {
+    std::ofstream f(o.jobs_csv);
+    f << JobsCsv(r.value());
+    if (!f) {
+      std::cerr << "elastic-sim: " << o.jobs_csv << ": cannot write\n";
+      return kExitBadInput;
+    }
+  }
+  if (!o.out_dir.empty()) {
+    Status st = WriteOutputs(r.value(), s, o.out_dir, o.policy + " on " + o.workload);
+    if (!st.ok()) std::cerr << "elastic-sim: warning: " << st.message() << "\n";
+  }
+  if (o.json) {
+    nlohmann::json j = ToJson(s);
+    j["policy"] = o.policy;
+    j["workload"] = o.workload;
+    std::cout << j.dump() << "\n";
+  } else {
+    std::printf("policy %s, %zu jobs, %zu finished%s\n", o.policy.c_str(), s.jobs, s.jobs_finished,
+                s.horizon_s > 0 ? " by the horizon" : "");
+    std::printf("JCT: average %.0f s, median %.0f s, p99 %.0f s\n", s.avg_jct_s, s.median_jct_s, s.p99_jct_s);
+    std::printf("makespan %.0f s, %.1f GPU-hours, utilisation %.1f%%, %.2f rescales per job\n", s.makespan_s,
+                s.gpu_hours, 100.0 * s.utilisation, s.rescales_per_job);
+  }
+  return kExitOk;
+}
+
+}  // namespace elastic::simulator::cli

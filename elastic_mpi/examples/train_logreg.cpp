@@ -256,7 +256,7 @@ int Train(int argc, char** argv, const Options& o) {
       std::fprintf(stderr, "elastic-train-logreg: rescale failed: %s\n", changed.status().ToString().c_str());
       return kExitError;
     }
-    if (session->left()) break;
+    if (session->should_stop()) break;
     if (sharder.cursor().epoch >= o.epochs) break;  // identical on every rank
     const auto start = std::chrono::steady_clock::now();
     const auto shard = sharder.Next(session->global_batch(), session->rank(), session->size());
@@ -299,7 +299,7 @@ int Train(int argc, char** argv, const Options& o) {
     std::ofstream out(path);
     for (const auto& [e, s] : processed) out << e << ' ' << s << '\n';
   }
-  if (!session->left() && session->rank() == 0) {
+  if (!session->should_stop() && session->rank() == 0) {
     std::fprintf(stderr, "elastic-train-logreg: done: %llu steps, world %d, loss %.6f, grad_sqr %.4g, grad_var %.4g\n",
                  static_cast<unsigned long long>(session->step()), session->size(), last_loss,
                  session->gradient_noise().grad_sqr(), session->gradient_noise().grad_var());

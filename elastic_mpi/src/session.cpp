@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <array>
 #include <chrono>
 #include <cmath>
@@ -28,6 +29,11 @@ namespace elastic::mpi {
 namespace {
 
 constexpr std::string_view kComponent = "elastic_mpi";
+
+// Set by SIGTERM (scancel, preemption with a grace time): the rank's group leaves at the next
+// rescale point. A signal handler may only touch a sig_atomic_t.
+volatile std::sig_atomic_t g_terminate = 0;
+extern "C" void OnTerminate(int) { g_terminate = 1; }
 constexpr int kTagJoinRecord = 7301;
 constexpr int kTagJoinVerdict = 7302;
 
@@ -231,7 +237,9 @@ struct Session::Impl {
   bool newcomer = false;
   bool left = false;
   bool begun = false;
-  bool joined_at_point = false;  // a newcomer's first RescalePoint() is the parents' current one
+  bool joined_at_point = false;
+  bool stop = false;         // SIGTERM on the base group: every rank stops
+  bool warned_term = false;  // a newcomer's first RescalePoint() is the parents' current one
   MPI_Comm world = MPI_COMM_NULL;
   int rank = 0;
   int size = 0;
@@ -696,6 +704,12 @@ Result<std::unique_ptr<Session>> Session::Create(SessionOptions options, int* ar
     ELASTIC_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
     s.own_mpi = true;
   }
+  if (s.options.handle_sigterm) {
+    struct sigaction sa {};
+    sa.sa_handler = OnTerminate;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, nullptr);
+  }
   // Errors come back as return codes: the session turns them into Status values.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   s.global_batch = s.options.global_batch;
@@ -778,18 +792,48 @@ Status Session::Begin() {
 Result<bool> Session::RescalePoint() {
   Impl& s = *impl_;
   if (!s.begun) return Status(ErrorKind::kInvalidArgument, "RescalePoint() before Begin()");
-  if (s.left) return true;
+  if (s.left || s.stop) return true;
   if (s.joined_at_point) {
     s.joined_at_point = false;
     return true;
   }
   const auto start = Clock::now();
-  std::array<std::int64_t, 4> packet{};
+  std::array<std::int64_t, 5> packet{};
   if (s.rank == 0) {
     const Decision d = s.Decide();
-    packet = {static_cast<std::int64_t>(d.action), d.count, d.group, d.global_batch};
+    packet = {static_cast<std::int64_t>(d.action), d.count, d.group, d.global_batch, 0};
   }
-  ELASTIC_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, packet.data(), 4, MPI_INT64_T, MPI_MAX, s.world));
+  // Field 4: 1 + the position (in join order) of the latest group that has a SIGTERMed rank.
+  if (g_terminate != 0) {
+    for (std::size_t i = 0; i < s.groups.size(); ++i) {
+      if (s.groups[i].id == s.group_id) packet[4] = static_cast<std::int64_t>(i + 1);
+    }
+  }
+  ELASTIC_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, packet.data(), 5, MPI_INT64_T, MPI_MAX, s.world));
+  if (packet[4] > 0) {
+    const std::size_t index = static_cast<std::size_t>(packet[4] - 1);
+    if (index == 0) {
+      // The base group cannot leave (its ranks are the job): stop everyone, with a checkpoint.
+      if (!s.options.checkpoint_dir.empty()) {
+        const std::string path = s.options.checkpoint_dir + "/checkpoint.bin";
+        if (Session::WriteCheckpoint(path).ok() && s.rank == 0) {
+          Log(LogLevel::kWarning, kComponent, "SIGTERM: checkpoint written to ", path);
+        }
+      }
+      if (s.rank == 0) Log(LogLevel::kWarning, kComponent, "SIGTERM on the base group: stopping");
+      s.stop = true;
+      return true;
+    }
+    if (index == s.groups.size() - 1) {
+      // The latest group got SIGTERM: it leaves now, whatever rank 0 had decided.
+      packet = {static_cast<std::int64_t>(Action::kShrink), 0, s.groups[index].id, 0, 0};
+      if (s.rank == 0) Log(LogLevel::kWarning, kComponent, "group ", s.groups[index].id, " got SIGTERM: it leaves");
+    } else if (s.rank == 0 && !s.warned_term) {
+      s.warned_term = true;
+      Log(LogLevel::kError, kComponent, "group ", s.groups[index].id,
+          " got SIGTERM but later groups must leave first (LIFO); waiting");
+    }
+  }
   const auto action = static_cast<Action>(packet[0]);
   ++s.step;
   if (action == Action::kNone) return false;
@@ -848,6 +892,7 @@ Result<bool> Session::RescalePoint() {
 }
 
 bool Session::left() const noexcept { return impl_->left; }
+bool Session::should_stop() const noexcept { return impl_->left || impl_->stop; }
 bool Session::newcomer() const noexcept { return impl_->newcomer; }
 MPI_Comm Session::world() const noexcept { return impl_->world; }
 int Session::rank() const noexcept { return impl_->rank; }

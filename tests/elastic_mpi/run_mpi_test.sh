@@ -5,6 +5,7 @@
 #   run_mpi_test.sh capi    MPIEXEC BIN
 #   run_mpi_test.sh join    BIN            two separate launches join through one ompi-server
 #   run_mpi_test.sh badtoken BIN           a joiner with a wrong token is refused
+#   run_mpi_test.sh sigterm BIN            a joined group that gets SIGTERM leaves at a step boundary
 set -uo pipefail
 mode=$1; shift
 work=$(mktemp -d /tmp/elastic-mpi-test.XXXXXX)
@@ -52,7 +53,7 @@ capi)
   echo "$out"
   [[ $out == "steps 20 world 2" ]] || fail "unexpected output"
   ;;
-join|badtoken)
+join|badtoken|sigterm)
   # Two separately launched groups join through the parent's ompi-server (connect/accept), as an
   # extension job would; the test plays elasticd by writing command files.
   bin=$1
@@ -74,10 +75,14 @@ join|badtoken)
     >"$work/joiner.log" 2>&1 &
   joiner=$!; pids+=($joiner)
   echo "{\"action\":\"grow\",\"group\":1,\"join_token\":\"$good\"}" >"$work/commands/001.json"
-  if [[ $mode == join ]]; then
+  if [[ $mode != badtoken ]]; then
     for _ in $(seq 300); do grep -q '"what":"join"' "$work/metrics.jsonl" 2>/dev/null && break; sleep 0.1; done
     sleep 0.5
-    echo '{"action":"shrink","group":1}' >"$work/commands/002.json"
+    if [[ $mode == join ]]; then
+      echo '{"action":"shrink","group":1}' >"$work/commands/002.json"
+    else  # scancel of the extension job: SIGTERM through timeout and elastic-launch to the rank
+      kill -TERM $joiner
+    fi
   fi
   wait $joiner; joiner_rc=$?
   wait $parent; parent_rc=$?
@@ -85,7 +90,8 @@ join|badtoken)
   echo "--- parent"; cat "$work/parent.log"; echo "--- joiner"; cat "$work/joiner.log"
   echo "--- rescales"; grep rescale "$work/metrics.jsonl"
   [[ $parent_rc == 0 ]] || fail "parent exited with $parent_rc"
-  if [[ $mode == join ]]; then
+  if [[ $mode != badtoken ]]; then
+    [[ $mode == sigterm ]] && { grep -q "group 1 got SIGTERM: it leaves" "$work/parent.log" || fail "no SIGTERM leave"; }
     [[ $joiner_rc == 0 ]] || fail "joiner exited with $joiner_rc"
     grep -q '"gpus":3,"pause_s":[0-9.e-]*,"type":"rescale","what":"join"' "$work/metrics.jsonl" || fail "no join"
     grep -q '"gpus":2,"pause_s":[0-9.e-]*,"type":"rescale","what":"shrink"' "$work/metrics.jsonl" || fail "no shrink"

@@ -8,7 +8,7 @@
 //   session->Begin().ThrowIfError();                              // newcomers receive state here
 //   while (training) {
 //     if (session->RescalePoint().value()) {                      // world or batch changed
-//       if (session->left()) break;                               // this group leaves
+//       if (session->should_stop()) break;                        // this group left / SIGTERM
 //     }
 //     ... one step: session->world(), global_batch(), local_batch(), lr_factor() ...
 //     session->ReportStep(step_time_s);
@@ -80,6 +80,9 @@ struct SessionOptions {
   bool bind = true;               // bind each rank to its share of the node's cores (hwloc)
   std::string metrics_file;       // JSON-lines metrics on rank 0 ("" = none)
   std::string checkpoint_dir;
+  // Install a SIGTERM handler: a group whose rank gets SIGTERM (scancel of its extension job,
+  // preemption) leaves at the next rescale point; SIGTERM on the base group stops the job.
+  bool handle_sigterm = true;
   // argv of the program that MPI_Comm_spawn starts; empty: this program with its own arguments
   // (read from /proc/self).
   std::vector<std::string> spawn_command;
@@ -134,6 +137,9 @@ class Session {
   Result<bool> RescalePoint();
 
   bool left() const noexcept;
+  // True when this rank must stop training: its group left, or the base group got SIGTERM (then
+  // every rank stops, after a checkpoint to checkpoint_dir when one is set).
+  bool should_stop() const noexcept;
   bool newcomer() const noexcept;            // this process joined a running world
   MPI_Comm world() const noexcept;           // current world (owned by the session)
   int rank() const noexcept;

@@ -1,6 +1,9 @@
 #include "elastic/common/log.h"
 
 #include <cstdio>
+#include <ctime>
+
+#include "elastic/common/error.h"
 
 namespace elastic {
 
@@ -36,6 +39,26 @@ void StderrSink::Write(LogLevel level, std::string_view component, std::string_v
   line += message;
   line += '\n';
   std::fwrite(line.data(), 1, line.size(), stderr);
+}
+
+FileSink::FileSink(const std::string& path) : file_(std::fopen(path.c_str(), "ae")) {
+  if (file_ == nullptr) throw Error(ErrorKind::kConfig, "cannot open log file " + path);
+}
+
+FileSink::~FileSink() { std::fclose(file_); }
+
+void FileSink::Write(LogLevel level, std::string_view component, std::string_view message) {
+  char stamp[32];
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&now, &tm);
+  std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%S", &tm);
+  std::string line = std::string(stamp) + " " + std::string(LogLevelName(level)) + ": ";
+  if (!component.empty()) line += "[" + std::string(component) + "] ";
+  line += message;
+  line += '\n';
+  std::fwrite(line.data(), 1, line.size(), file_);
+  std::fflush(file_);
 }
 
 void MemorySink::Write(LogLevel level, std::string_view component, std::string_view message) {

@@ -97,31 +97,45 @@ Result<std::string> ReadFrame(int fd, Deadline deadline, uint32_t max_bytes) {
 }
 
 // ---------------------------------------------------------------- munge
+// Two contexts: munge_decode() overwrites its context with the settings of the credential it
+// read (even a bad one), which must never leak into the next encode.
 struct Munge::Ctx {
-  munge_ctx_t ctx = nullptr;
+  munge_ctx_t encode = nullptr;
+  munge_ctx_t decode = nullptr;
 };
 
 Munge::Munge(const std::string& socket_path) : ctx_(std::make_unique<Ctx>()) {
-  ctx_->ctx = munge_ctx_create();
-  if (ctx_->ctx == nullptr) throw Error(ErrorKind::kInternal, "munge_ctx_create failed (out of memory)");
+  ctx_->encode = munge_ctx_create();
+  ctx_->decode = munge_ctx_create();
+  if (ctx_->encode == nullptr || ctx_->decode == nullptr) {
+    if (ctx_->encode) munge_ctx_destroy(ctx_->encode);
+    if (ctx_->decode) munge_ctx_destroy(ctx_->decode);
+    throw Error(ErrorKind::kInternal, "munge_ctx_create failed (out of memory)");
+  }
   if (!socket_path.empty()) {
-    munge_err_t e = munge_ctx_set(ctx_->ctx, MUNGE_OPT_SOCKET, socket_path.c_str());
-    if (e != EMUNGE_SUCCESS) {
-      munge_ctx_destroy(ctx_->ctx);
-      throw Error(ErrorKind::kConfig, "munge socket '" + socket_path + "': " + munge_strerror(e));
+    for (munge_ctx_t c : {ctx_->encode, ctx_->decode}) {
+      munge_err_t e = munge_ctx_set(c, MUNGE_OPT_SOCKET, socket_path.c_str());
+      if (e != EMUNGE_SUCCESS) {
+        munge_ctx_destroy(ctx_->encode);
+        munge_ctx_destroy(ctx_->decode);
+        throw Error(ErrorKind::kConfig, "munge socket '" + socket_path + "': " + munge_strerror(e));
+      }
     }
   }
 }
 
 Munge::~Munge() {
-  if (ctx_ && ctx_->ctx) munge_ctx_destroy(ctx_->ctx);
+  if (ctx_) {
+    if (ctx_->encode) munge_ctx_destroy(ctx_->encode);
+    if (ctx_->decode) munge_ctx_destroy(ctx_->decode);
+  }
 }
 
 Result<std::string> Munge::Encode(std::string_view payload) {
   char* cred = nullptr;
-  munge_err_t e = munge_encode(&cred, ctx_->ctx, payload.data(), static_cast<int>(payload.size()));
+  munge_err_t e = munge_encode(&cred, ctx_->encode, payload.data(), static_cast<int>(payload.size()));
   if (e != EMUNGE_SUCCESS) {
-    const char* msg = munge_ctx_strerror(ctx_->ctx);
+    const char* msg = munge_ctx_strerror(ctx_->encode);
     return Status(ErrorKind::kUnavailable, std::string("munge encode: ") + (msg ? msg : munge_strerror(e)));
   }
   std::string out(cred);
@@ -134,14 +148,14 @@ Result<Munge::Decoded> Munge::Decode(const std::string& credential) {
   int len = 0;
   uid_t uid = 0;
   gid_t gid = 0;
-  munge_err_t e = munge_decode(credential.c_str(), ctx_->ctx, &buf, &len, &uid, &gid);
+  munge_err_t e = munge_decode(credential.c_str(), ctx_->decode, &buf, &len, &uid, &gid);
   std::string payload;
   if (buf != nullptr) {
     payload.assign(static_cast<const char*>(buf), static_cast<size_t>(len));
     std::free(buf);
   }
   if (e != EMUNGE_SUCCESS) {
-    const char* msg = munge_ctx_strerror(ctx_->ctx);
+    const char* msg = munge_ctx_strerror(ctx_->decode);
     std::string text = std::string("munge decode: ") + (msg ? msg : munge_strerror(e));
     bool unreachable = e == EMUNGE_SOCKET || e == EMUNGE_TIMEOUT;
     return Status(unreachable ? ErrorKind::kUnavailable : ErrorKind::kPermission, text);

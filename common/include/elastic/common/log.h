@@ -6,6 +6,7 @@
 // dropped before they are formatted.
 #pragma once
 
+#include <cstdio>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -38,6 +39,18 @@ class StderrSink final : public LogSink {
 
  private:
   std::string program_;
+};
+
+// Appends "<time> <level>: [<component>] <message>" lines to a file (daemons).
+class FileSink final : public LogSink {
+ public:
+  // Opens `path` for appending; throws elastic::Error(kConfig) when it cannot.
+  explicit FileSink(const std::string& path);
+  ~FileSink() override;
+  void Write(LogLevel level, std::string_view component, std::string_view message) override;
+
+ private:
+  std::FILE* file_;
 };
 
 // Keeps messages in memory (tests, and callers that show them later).

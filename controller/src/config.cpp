@@ -1,0 +1,153 @@
+#include "config.h"
+
+#include "elastic/common/ini.h"
+#include "elastic/common/log.h"
+#include "elastic/optimizer/policy.h"
+
+namespace elastic::controller {
+namespace {
+
+Status Bad(const std::string& m) { return Status(ErrorKind::kInvalidArgument, m); }
+
+template <typename R, typename F>
+Status Apply(R result, F assign) {
+  if (!result.ok()) return result.status();
+  assign(std::move(result).value());
+  return Status::Ok();
+}
+
+Status Seconds(std::string_view v, const char* what, double min, double max, double& out) {
+  auto n = config::ParseInt(v, static_cast<int64_t>(min), static_cast<int64_t>(max), what);
+  if (!n.ok()) return n.status();
+  out = static_cast<double>(n.value());
+  return Status::Ok();
+}
+
+std::vector<config::KeySpec> Table(ControllerConfig& c) {
+  using config::KeySpec;
+  return {
+      {"slurm.conf", "path of slurm.conf (default: Slurm's own, or $SLURM_CONF)",
+       [&](std::string_view v) -> Status {
+         if (v.front() != '/') return Bad("slurm.conf: '" + std::string(v) + "' is not an absolute path");
+         c.slurm_conf = v;
+         return Status::Ok();
+       }},
+      {"controller.listen", "HOST:PORT to listen on; must equal the plugin's controller= in plugstack.conf",
+       [&](std::string_view v) {
+         return Apply(config::ParseHostPort(v, "controller.listen"), [&](config::HostPort h) { c.listen = h; });
+       }},
+      {"controller.munge_socket", "munged's socket (default: munge's own)",
+       [&](std::string_view v) -> Status {
+         if (v.front() != '/') return Bad("controller.munge_socket: '" + std::string(v) + "' is not an absolute path");
+         c.munge_socket = v;
+         return Status::Ok();
+       }},
+      {"controller.state_db", "SQLite database of elasticd's state (default /var/lib/elasticd/state.db)",
+       [&](std::string_view v) -> Status {
+         if (v.front() != '/') return Bad("controller.state_db: '" + std::string(v) + "' is not an absolute path");
+         c.state_db = v;
+         return Status::Ok();
+       }},
+      {"controller.log_level", "error, warning, info, verbose or debug",
+       [&](std::string_view v) -> Status {
+         if (!ParseLogLevel(v)) return Bad("controller.log_level: '" + std::string(v) + "' is not one of error, warning, info, verbose, debug");
+         c.log_level = v;
+         return Status::Ok();
+       }},
+      {"controller.log_file", "log file (default: standard error)",
+       [&](std::string_view v) -> Status {
+         if (v.front() != '/') return Bad("controller.log_file: '" + std::string(v) + "' is not an absolute path");
+         c.log_file = v;
+         return Status::Ok();
+       }},
+      {"scheduler.epoch", "seconds between scheduling epochs, 1-3600 (default 60)",
+       [&](std::string_view v) { return Seconds(v, "scheduler.epoch", 1, 3600, c.epoch_s); }},
+      {"scheduler.policy", "optimizer policy: dp, greedy, evolutionary, pollux, optimus or static",
+       [&](std::string_view v) {
+         return Apply(config::ParseChoice(v, optimizer::PolicyNames(), "scheduler.policy"),
+                      [&](std::string s) { c.policy = s; });
+       }},
+      {"scheduler.objective", "sum (weighted goodput) or power-mean (fairness)",
+       [&](std::string_view v) {
+         return Apply(config::ParseChoice(v, {"sum", "power-mean"}, "scheduler.objective"),
+                      [&](std::string s) { c.objective = s; });
+       }},
+      {"scheduler.min_rescale_interval", "seconds between two rescales of one job (default 120)",
+       [&](std::string_view v) {
+         return Seconds(v, "scheduler.min_rescale_interval", 0, 86400, c.min_rescale_interval_s);
+       }},
+      {"scheduler.min_gain_percent", "relative utility gain in percent a rescale must promise (default 5)",
+       [&](std::string_view v) {
+         return Apply(config::ParseInt(v, 0, 1000, "scheduler.min_gain_percent"),
+                      [&](int64_t n) { c.min_gain = static_cast<double>(n) / 100.0; });
+       }},
+      {"scheduler.rescale_cost", "seconds a rescale is assumed to cost in the optimizer's penalty (default 30)",
+       [&](std::string_view v) { return Seconds(v, "scheduler.rescale_cost", 0, 3600, c.rescale_cost_s); }},
+      {"scheduler.paused", "1: start with every elastic action paused (default 0)",
+       [&](std::string_view v) {
+         return Apply(config::ParseBool(v, "scheduler.paused"), [&](bool b) { c.paused = b; });
+       }},
+      {"extensions.partition", "partition of extension jobs (default: the parent's)",
+       [&](std::string_view v) -> Status {
+         c.extension_partition = v;
+         return Status::Ok();
+       }},
+      {"extensions.qos", "QOS of extension jobs, preemptible by normal work (default: the user's default)",
+       [&](std::string_view v) -> Status {
+         c.extension_qos = v;
+         return Status::Ok();
+       }},
+      {"extensions.max_time", "longest time limit of an extension job, minutes (default 1440)",
+       [&](std::string_view v) {
+         return Apply(config::ParseInt(v, 1, 525600, "extensions.max_time"),
+                      [&](int64_t n) { c.extension_max_time_min = n; });
+       }},
+      {"extensions.launcher", "absolute path of elastic-launch on the compute nodes",
+       [&](std::string_view v) -> Status {
+         if (v.front() != '/') return Bad("extensions.launcher: '" + std::string(v) + "' is not an absolute path");
+         c.launcher = v;
+         return Status::Ok();
+       }},
+      {"extensions.ready_timeout", "seconds an extension may take to join before it is cancelled (default 300)",
+       [&](std::string_view v) { return Seconds(v, "extensions.ready_timeout", 10, 86400, c.ready_timeout_s); }},
+      {"limits.default_account_extension_gpus", "GPUs an account may hold through extensions (default: no limit)",
+       [&](std::string_view v) {
+         return Apply(config::ParseInt(v, 0, 1000000, "limits.default_account_extension_gpus"),
+                      [&](int64_t n) { c.default_account_extension_gpus = n; });
+       }},
+      {"limits.account_extension_gpus", "per-account caps, ACCOUNT:GPUS[,ACCOUNT:GPUS...]",
+       [&](std::string_view v) -> Status {
+         auto items = config::ParseList(v, "limits.account_extension_gpus");
+         if (!items.ok()) return items.status();
+         for (const auto& item : items.value()) {
+           auto colon = item.find(':');
+           if (colon == std::string::npos || colon == 0) {
+             return Bad("limits.account_extension_gpus: '" + item + "' is not ACCOUNT:GPUS");
+           }
+           auto n = config::ParseInt(std::string_view(item).substr(colon + 1), 0, 1000000,
+                                     "limits.account_extension_gpus " + item.substr(0, colon));
+           if (!n.ok()) return n.status();
+           c.account_extension_gpus[item.substr(0, colon)] = n.value();
+         }
+         return Status::Ok();
+       }},
+  };
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> ConfigKeys() {
+  ControllerConfig scratch;
+  std::vector<std::pair<std::string, std::string>> keys;
+  for (const auto& k : Table(scratch)) keys.emplace_back(k.key, k.help);
+  return keys;
+}
+
+Result<ControllerConfig> LoadConfig(const std::string& path) {
+  ControllerConfig c;
+  Status s = config::LoadIniFile(path, Table(c));
+  if (!s.ok()) return s;
+  return c;
+}
+
+}  // namespace elastic::controller

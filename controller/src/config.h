@@ -1,0 +1,51 @@
+// elasticd's configuration file (site-config/elasticd.conf documents every key).
+// Validated completely before it is applied: a bad file, at start or at reload, changes nothing.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "elastic/common/config.h"
+#include "elastic/common/error.h"
+
+namespace elastic::controller {
+
+struct ControllerConfig {
+  // [slurm]
+  std::string slurm_conf;  // empty: Slurm's default (or $SLURM_CONF)
+  // [controller]
+  config::HostPort listen{"127.0.0.1", 6820};
+  std::string munge_socket;  // empty: munge's default
+  std::string state_db = "/var/lib/elasticd/state.db";
+  std::string log_level = "info";
+  std::string log_file;  // empty: standard error
+  // [scheduler]
+  double epoch_s = 60.0;
+  std::string policy = "dp";
+  std::string objective = "sum";        // sum | power-mean
+  double min_rescale_interval_s = 120;  // between two rescales of one job
+  double min_gain = 0.05;               // relative utility gain a rescale must promise
+  double rescale_cost_s = 30;           // the optimizer's rescale penalty
+  bool paused = false;                  // start with every elastic action paused
+  // [extensions]
+  std::string extension_partition;      // empty: the parent's partition
+  std::string extension_qos;            // empty: the user's default QOS
+  int64_t extension_max_time_min = 1440;
+  std::string launcher = "/usr/bin/elastic-launch";
+  double ready_timeout_s = 300;         // an extension that does not join by then is cancelled
+  // [limits]
+  int64_t default_account_extension_gpus = -1;            // -1: unlimited
+  std::map<std::string, int64_t> account_extension_gpus;  // per-account cap on extension GPUs
+};
+
+// Every key, "section.key", with its help line (for --help and site-config/elasticd.conf).
+std::vector<std::pair<std::string, std::string>> ConfigKeys();
+
+// Reads and validates a configuration file. kNotFound / kConfig with the file name and the
+// first problem.
+Result<ControllerConfig> LoadConfig(const std::string& path);
+
+}  // namespace elastic::controller

@@ -1,0 +1,176 @@
+// elasticctl: the staff's tool to look at and steer elasticd.
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "elastic/common/site.h"
+#include "elastic/common/version.h"
+#include "elastic/common/wire.h"
+
+namespace {
+
+using namespace elastic;
+using Json = nlohmann::json;
+
+enum ExitCode { kOk = 0, kFailure = 1, kUsage = 2, kUnreachable = 3, kRefused = 4 };
+
+struct Options {
+  std::string controller;
+  std::string munge_socket;
+  bool json = false;
+  bool dry_run = false;
+  std::vector<std::string> args;
+};
+
+void Usage(std::FILE* out) {
+  std::fprintf(out,
+               "Usage: elasticctl [--controller HOST:PORT] [--munge-socket PATH] [--json] COMMAND [ARGS]\n\n"
+               "Commands:\n"
+               "  status               elastic jobs with their GPUs, batch and extension jobs\n"
+               "  plan --dry-run       what the optimizer would do now (administrators)\n"
+               "  pause JOB            stop rescaling one job (its owner or an administrator)\n"
+               "  resume JOB           let it be rescaled again\n"
+               "  pause-all            stop every elastic action (administrators)\n"
+               "  resume-all           resume them\n"
+               "  set-policy NAME      switch the optimizer's policy (administrators)\n\n"
+               "The controller's address comes from the elastic.so line of plugstack.conf (found through\n"
+               "slurm.conf, honouring SLURM_CONF), unless --controller is given.\n"
+               "Exit codes: 0 ok, 1 failure, 2 usage, 3 controller unreachable, 4 refused by the controller.\n");
+}
+
+int Fail(int code, const std::string& message) {
+  std::fprintf(stderr, "elasticctl: %s\n", message.c_str());
+  return code;
+}
+
+Result<Json> Call(const Options& o, Json request) {
+  config::HostPort address;
+  std::string munge = o.munge_socket;
+  if (!o.controller.empty()) {
+    auto hp = config::ParseHostPort(o.controller, "--controller");
+    if (!hp.ok()) return hp.status();
+    address = hp.value();
+  } else {
+    auto site = config::FindSiteAddress();
+    if (!site.ok()) return site.status();
+    address = site.value().controller;
+    if (munge.empty()) munge = site.value().munge_socket;
+  }
+  wire::ClientOptions opts;
+  opts.munge_socket = munge;
+  auto client = wire::Client::Connect(address, opts);
+  if (!client.ok()) return client.status();
+  auto reply = client.value()->Call(std::move(request), std::chrono::seconds(30));
+  if (!reply.ok()) return reply.status();
+  Status s = wire::ReplyStatus(reply.value());
+  if (!s.ok()) return s;
+  return reply;
+}
+
+int Report(const Result<Json>& r) {
+  if (r.ok()) return kOk;
+  bool unreachable = r.status().kind() == ErrorKind::kUnavailable || r.status().kind() == ErrorKind::kTimeout;
+  return Fail(unreachable ? kUnreachable : (r.status().kind() == ErrorKind::kNotFound && r.status().message().find("plugstack") != std::string::npos ? kFailure : kRefused),
+              r.status().message());
+}
+
+int ShowStatus(const Options& o) {
+  auto r = Call(o, {{"type", "status"}});
+  if (!r.ok()) return Report(r);
+  const Json& reply = r.value();
+  if (o.json) {
+    Json out{{"jobs", reply["jobs"]}, {"paused", reply["paused"]}, {"policy", reply["policy"]}, {"epoch", reply["epoch"]}};
+    std::printf("%s\n", out.dump(2).c_str());
+    return kOk;
+  }
+  std::printf("policy %s, epoch %s every %ss%s\n", reply.value("policy", "?").c_str(), reply["epoch"].dump().c_str(),
+              reply["epoch_s"].dump().c_str(), reply.value("paused", false) ? ", ALL ELASTIC ACTIONS PAUSED" : "");
+  std::printf("%8s %-10s %-10s %-6s %5s %5s %5s %8s %8s %-8s %s\n", "JOBID", "USER", "ACCOUNT", "TYPE", "GPUS", "BASE",
+              "MAX", "BATCH", "RESCALES", "STATE", "EXTENSIONS");
+  for (const auto& j : reply["jobs"]) {
+    std::string exts;
+    for (const auto& e : j["extensions"]) {
+      exts += (exts.empty() ? "" : " ") + e["job_id"].dump() + "(" + e.value("node", "?") + ":" + e["gpus"].dump() + "," +
+              e.value("state", "?") + ")";
+    }
+    std::string state = j.value("paused", false) ? "paused" : (j.value("launcher_ready", false) ? "elastic" : "starting");
+    std::printf("%8s %-10s %-10s %-6s %5s %5s %5s %8s %8s %-8s %s\n", j["job_id"].dump().c_str(),
+                j.value("user", "").c_str(), j.value("account", "").c_str(), j.value("gpu_type", "").c_str(),
+                j["gpus"].dump().c_str(), j["base_gpus"].dump().c_str(), j["max_gpus"].dump().c_str(),
+                j["batch"].dump().c_str(), j["rescales"].dump().c_str(), state.c_str(), exts.empty() ? "-" : exts.c_str());
+  }
+  return kOk;
+}
+
+int Plan(const Options& o) {
+  if (!o.dry_run) return Fail(kUsage, "plan only has a --dry-run form: the controller enacts plans itself");
+  auto r = Call(o, {{"type", "plan"}, {"dry_run", true}});
+  if (!r.ok()) return Report(r);
+  std::printf("%s\n", r.value()["plan"].dump(o.json ? -1 : 2).c_str());
+  return kOk;
+}
+
+int JobCommand(const Options& o, const char* type) {
+  if (o.args.size() != 2) return Fail(kUsage, std::string(o.args[0]) + " needs one JOB id");
+  char* end = nullptr;
+  unsigned long job = std::strtoul(o.args[1].c_str(), &end, 10);
+  if (end == o.args[1].c_str() || *end != '\0' || job == 0) return Fail(kUsage, "'" + o.args[1] + "' is not a job id");
+  auto r = Call(o, {{"type", type}, {"job", job}});
+  if (!r.ok()) return Report(r);
+  std::printf("job %lu: %s\n", job, std::string(type) == "pause" ? "paused" : "resumed");
+  return kOk;
+}
+
+int Simple(const Options& o, Json request, const char* done) {
+  auto r = Call(o, std::move(request));
+  if (!r.ok()) return Report(r);
+  std::printf("%s\n", done);
+  return kOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "-h" || a == "--help") {
+      Usage(stdout);
+      return kOk;
+    }
+    if (a == "-V" || a == "--version") {
+      std::printf("elasticctl %s\n", ELASTIC_VERSION_STRING);
+      return kOk;
+    }
+    if (a == "--json") {
+      o.json = true;
+    } else if (a == "--dry-run") {
+      o.dry_run = true;
+    } else if ((a == "--controller" || a == "--munge-socket") && i + 1 < argc) {
+      (a == "--controller" ? o.controller : o.munge_socket) = argv[++i];
+    } else if (!a.empty() && a[0] == '-') {
+      return Fail(kUsage, "unknown option '" + a + "' (see --help)");
+    } else {
+      o.args.push_back(a);
+    }
+  }
+  if (o.args.empty()) {
+    Usage(stderr);
+    return kUsage;
+  }
+  const std::string& cmd = o.args[0];
+  auto no_args = [&]() { return o.args.size() == 1; };
+  if (cmd == "status" && no_args()) return ShowStatus(o);
+  if (cmd == "plan" && no_args()) return Plan(o);
+  if (cmd == "pause") return JobCommand(o, "pause");
+  if (cmd == "resume") return JobCommand(o, "resume");
+  if (cmd == "pause-all" && no_args()) return Simple(o, {{"type", "pause_all"}}, "every elastic action is paused");
+  if (cmd == "resume-all" && no_args()) return Simple(o, {{"type", "resume_all"}}, "elastic actions resumed");
+  if (cmd == "set-policy" && o.args.size() == 2) {
+    return Simple(o, {{"type", "set_policy"}, {"policy", o.args[1]}}, ("policy set to " + o.args[1]).c_str());
+  }
+  return Fail(kUsage, "unknown command or wrong arguments: '" + cmd + "' (see --help)");
+}

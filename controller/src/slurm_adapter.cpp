@@ -1,0 +1,251 @@
+#include "slurm_adapter.h"
+
+#include <pwd.h>
+#include <csignal>
+
+#include <chrono>
+#include <cstring>
+
+extern "C" {
+#include <slurm/slurm.h>
+#include <slurm/slurm_errno.h>
+}
+
+#include "elastic/common/log.h"
+
+namespace elastic::controller {
+namespace {
+
+constexpr const char* kComponent = "slurm";
+
+// Times a libslurm call and logs it at debug level.
+class Timed {
+ public:
+  explicit Timed(const char* what) : what_(what), t0_(std::chrono::steady_clock::now()) {}
+  ~Timed() {
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0_).count();
+    Log(LogLevel::kDebug, kComponent, what_, " took ", ms, " ms");
+  }
+
+ private:
+  const char* what_;
+  std::chrono::steady_clock::time_point t0_;
+};
+
+Status SlurmError(const std::string& what) {
+  int err = slurm_get_errno();
+  return Status(ErrorKind::kUnavailable, what + ": " + slurm_strerror(err));
+}
+
+std::string Str(const char* s) { return s ? s : ""; }
+
+JobInfo FromRecord(const slurm_job_info_t& j) {
+  JobInfo job;
+  job.id = j.job_id;
+  job.user_id = j.user_id;
+  job.group_id = j.group_id;
+  job.user = Str(j.user_name);
+  if (job.user.empty()) {
+    if (passwd* pw = getpwuid(j.user_id)) job.user = pw->pw_name;
+  }
+  job.account = Str(j.account);
+  job.partition = Str(j.partition);
+  job.qos = Str(j.qos);
+  job.name = Str(j.name);
+  job.admin_comment = Str(j.admin_comment);
+  job.nodes = Str(j.nodes);
+  switch (j.job_state & JOB_STATE_BASE) {
+    case JOB_PENDING: job.state = SlurmJobState::kPending; break;
+    case JOB_RUNNING: job.state = SlurmJobState::kRunning; break;
+    case JOB_SUSPENDED: job.state = SlurmJobState::kSuspended; break;
+    default: job.state = SlurmJobState::kEnded; break;
+  }
+  job.held = job.state == SlurmJobState::kPending && j.priority == 0;
+  auto [type, gpus] = ParseGpuTres(Str(job.state == SlurmJobState::kPending ? j.tres_req_str : j.tres_alloc_str));
+  job.gpu_type = type;
+  job.gpus = gpus;
+  if (j.time_limit != INFINITE && j.time_limit != NO_VAL) job.time_limit_s = static_cast<int64_t>(j.time_limit) * 60;
+  job.end_time = static_cast<int64_t>(j.end_time);
+  job.start_time = static_cast<int64_t>(j.start_time);
+  return job;
+}
+
+}  // namespace
+
+std::pair<std::string, int> ParseGpuGres(const std::string& gres) {
+  std::string type;
+  int total = 0;
+  size_t start = 0;
+  while (start < gres.size()) {
+    size_t comma = gres.find(',', start);
+    std::string item = gres.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    item = item.substr(0, item.find('('));
+    if (item.rfind("gpu:", 0) == 0) {
+      std::string rest = item.substr(4);
+      auto colon = rest.rfind(':');
+      int n = 0;
+      std::string t;
+      if (colon == std::string::npos) {
+        n = std::atoi(rest.c_str());
+      } else {
+        t = rest.substr(0, colon);
+        n = std::atoi(rest.c_str() + colon + 1);
+      }
+      total += n;
+      if (!t.empty()) type = type.empty() || type == t ? t : "mixed";
+    }
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return {type, total};
+}
+
+std::pair<std::string, int> ParseGpuTres(const std::string& tres) {
+  std::string type;
+  int total = 0;
+  size_t start = 0;
+  while (start < tres.size()) {
+    size_t comma = tres.find(',', start);
+    std::string item = tres.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    auto eq = item.find('=');
+    if (eq != std::string::npos) {
+      std::string key = item.substr(0, eq);
+      int n = std::atoi(item.c_str() + eq + 1);
+      if (key == "gres/gpu") {
+        total = n;
+      } else if (key.rfind("gres/gpu:", 0) == 0 && n > 0) {
+        std::string t = key.substr(9);
+        type = type.empty() || type == t ? t : "mixed";
+      }
+    }
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return {type == "mixed" ? "" : type, total};
+}
+
+SlurmAdapter::SlurmAdapter(const std::string& slurm_conf) {
+  slurm_init(slurm_conf.empty() ? nullptr : slurm_conf.c_str());
+}
+
+SlurmAdapter::~SlurmAdapter() { slurm_fini(); }
+
+Result<std::vector<NodeInfo>> SlurmAdapter::LoadNodes() {
+  Timed t("slurm_load_node");
+  node_info_msg_t* msg = nullptr;
+  if (slurm_load_node(0, &msg, SHOW_ALL | SHOW_DETAIL) != SLURM_SUCCESS) return SlurmError("cannot load nodes");
+  std::vector<NodeInfo> nodes;
+  for (uint32_t i = 0; i < msg->record_count; ++i) {
+    const node_info_t& n = msg->node_array[i];
+    if (n.name == nullptr) continue;
+    NodeInfo node;
+    node.name = n.name;
+    auto [type, gpus] = ParseGpuGres(Str(n.gres));
+    node.gpu_type = type;
+    node.gpus = gpus;
+    node.gpus_used = ParseGpuGres(Str(n.gres_used)).second;
+    uint32_t base = n.node_state & NODE_STATE_BASE;
+    uint32_t flags = n.node_state;
+    node.draining = (flags & NODE_STATE_DRAIN) != 0;
+    node.usable = base != NODE_STATE_DOWN && base != NODE_STATE_FUTURE && base != NODE_STATE_UNKNOWN &&
+                  !(flags & (NODE_STATE_DRAIN | NODE_STATE_FAIL | NODE_STATE_MAINT | NODE_STATE_RES |
+                             NODE_STATE_NO_RESPOND | NODE_STATE_POWERED_DOWN | NODE_STATE_REBOOT_REQUESTED));
+    nodes.push_back(node);
+  }
+  slurm_free_node_info_msg(msg);
+  return nodes;
+}
+
+Result<std::vector<JobInfo>> SlurmAdapter::LoadJobs() {
+  Timed t("slurm_load_jobs");
+  job_info_msg_t* msg = nullptr;
+  if (slurm_load_jobs(0, &msg, SHOW_ALL | SHOW_DETAIL) != SLURM_SUCCESS) return SlurmError("cannot load jobs");
+  std::vector<JobInfo> jobs;
+  jobs.reserve(msg->record_count);
+  for (uint32_t i = 0; i < msg->record_count; ++i) jobs.push_back(FromRecord(msg->job_array[i]));
+  slurm_free_job_info_msg(msg);
+  return jobs;
+}
+
+Result<JobInfo> SlurmAdapter::LoadJob(uint32_t job_id) {
+  Timed t("slurm_load_job");
+  job_info_msg_t* msg = nullptr;
+  if (slurm_load_job(&msg, job_id, SHOW_DETAIL) != SLURM_SUCCESS) {
+    if (slurm_get_errno() == ESLURM_INVALID_JOB_ID) {
+      return Status(ErrorKind::kNotFound, "job " + std::to_string(job_id) + " is unknown to slurmctld");
+    }
+    return SlurmError("cannot load job " + std::to_string(job_id));
+  }
+  if (msg->record_count < 1) {
+    slurm_free_job_info_msg(msg);
+    return Status(ErrorKind::kNotFound, "job " + std::to_string(job_id) + " is unknown to slurmctld");
+  }
+  JobInfo job = FromRecord(msg->job_array[0]);
+  slurm_free_job_info_msg(msg);
+  return job;
+}
+
+Result<uint32_t> SlurmAdapter::SubmitHeld(const ExtensionSubmission& sub) {
+  Timed t("slurm_submit_batch_job");
+  job_desc_msg_t d;
+  slurm_init_job_desc_msg(&d);
+  std::string tres = "gres:gpu:" + (sub.gpu_type.empty() ? "" : sub.gpu_type + ":") + std::to_string(sub.gpus);
+  std::string out = sub.work_dir + "/" + sub.name + "-%j.out";
+  std::vector<char*> env;
+  for (const auto& e : sub.environment) env.push_back(const_cast<char*>(e.c_str()));
+  env.push_back(nullptr);
+  d.name = const_cast<char*>(sub.name.c_str());
+  d.user_id = sub.user_id;
+  d.group_id = sub.group_id;
+  d.account = const_cast<char*>(sub.account.c_str());
+  if (!sub.partition.empty()) d.partition = const_cast<char*>(sub.partition.c_str());
+  if (!sub.qos.empty()) d.qos = const_cast<char*>(sub.qos.c_str());
+  d.min_nodes = 1;
+  d.max_nodes = 1;
+  d.req_nodes = const_cast<char*>(sub.node.c_str());
+  d.tres_per_node = const_cast<char*>(tres.c_str());
+  d.time_limit = static_cast<uint32_t>(sub.time_limit_min);
+  d.priority = 0;  // held until linked to its parent
+  d.work_dir = const_cast<char*>(sub.work_dir.c_str());
+  d.std_out = const_cast<char*>(out.c_str());
+  d.script = const_cast<char*>(sub.script.c_str());
+  d.environment = env.data();
+  d.env_size = static_cast<uint32_t>(sub.environment.size());
+  submit_response_msg_t* resp = nullptr;
+  if (slurm_submit_batch_job(&d, &resp) != SLURM_SUCCESS) return SlurmError("cannot submit the extension job");
+  uint32_t id = resp->job_id;
+  slurm_free_submit_response_response_msg(resp);
+  return id;
+}
+
+Status SlurmAdapter::SetAdminComment(uint32_t job_id, const std::string& text) {
+  Timed t("slurm_update_job(admin_comment)");
+  job_desc_msg_t u;
+  slurm_init_job_desc_msg(&u);
+  u.job_id = job_id;
+  u.admin_comment = const_cast<char*>(text.c_str());
+  if (slurm_update_job(&u) != SLURM_SUCCESS) return SlurmError("cannot set the admin comment of job " + std::to_string(job_id));
+  return Status::Ok();
+}
+
+Status SlurmAdapter::Release(uint32_t job_id) {
+  Timed t("slurm_update_job(release)");
+  job_desc_msg_t u;
+  slurm_init_job_desc_msg(&u);
+  u.job_id = job_id;
+  u.priority = INFINITE;
+  if (slurm_update_job(&u) != SLURM_SUCCESS) return SlurmError("cannot release job " + std::to_string(job_id));
+  return Status::Ok();
+}
+
+Status SlurmAdapter::Cancel(uint32_t job_id) {
+  Timed t("slurm_kill_job");
+  if (slurm_kill_job(job_id, SIGKILL, 0) != SLURM_SUCCESS) {
+    int err = slurm_get_errno();
+    if (err == ESLURM_ALREADY_DONE || err == ESLURM_INVALID_JOB_ID) return Status::Ok();
+    return SlurmError("cannot cancel job " + std::to_string(job_id));
+  }
+  return Status::Ok();
+}
+
+}  // namespace elastic::controller

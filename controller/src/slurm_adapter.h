@@ -1,0 +1,88 @@
+// The controller's view of Slurm, through libslurm: nodes with their GPUs, jobs with their
+// requests, and the few actions elasticd takes (submit, link and release an extension job,
+// cancel a job). Every call is timed and logged at debug level.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "elastic/common/error.h"
+
+namespace elastic::controller {
+
+struct NodeInfo {
+  std::string name;
+  std::string gpu_type;  // "" for a node without typed GPUs
+  int gpus = 0;          // configured
+  int gpus_used = 0;     // allocated to jobs
+  bool usable = true;    // up and not drained, draining, failing, reserved or in maintenance
+  bool draining = false; // drain requested (jobs may still run)
+  int free() const { return usable ? std::max(0, gpus - gpus_used) : 0; }
+};
+
+enum class SlurmJobState { kPending, kRunning, kSuspended, kEnded };
+
+struct JobInfo {
+  uint32_t id = 0;
+  uint32_t user_id = 0;
+  uint32_t group_id = 0;
+  std::string user;
+  std::string account;
+  std::string partition;
+  std::string qos;
+  std::string name;
+  std::string admin_comment;
+  std::string nodes;       // allocated nodes (hostlist), running jobs
+  SlurmJobState state = SlurmJobState::kEnded;
+  bool held = false;       // pending with priority 0
+  int gpus = 0;            // allocated (running) or requested (pending)
+  std::string gpu_type;    // the single type, "" when untyped or mixed
+  int64_t time_limit_s = 0;  // 0: none
+  int64_t end_time = 0;    // expected end (running jobs), seconds since the epoch
+  int64_t start_time = 0;
+};
+
+struct ExtensionSubmission {
+  std::string name;
+  uint32_t user_id = 0;
+  uint32_t group_id = 0;
+  std::string account;
+  std::string partition;
+  std::string qos;
+  std::string node;
+  std::string gpu_type;
+  int gpus = 0;
+  int64_t time_limit_min = 0;
+  std::string work_dir;
+  std::string script;
+  std::vector<std::string> environment;  // NAME=value
+};
+
+class SlurmAdapter {
+ public:
+  // Initialises libslurm with `slurm_conf` ("" for Slurm's default / $SLURM_CONF).
+  explicit SlurmAdapter(const std::string& slurm_conf);
+  ~SlurmAdapter();
+
+  Result<std::vector<NodeInfo>> LoadNodes();
+  Result<std::vector<JobInfo>> LoadJobs();
+  Result<JobInfo> LoadJob(uint32_t job_id);  // kNotFound when slurmctld no longer knows it
+
+  // Submits a held extension job (priority 0) and returns its id.
+  Result<uint32_t> SubmitHeld(const ExtensionSubmission& sub);
+  Status SetAdminComment(uint32_t job_id, const std::string& text);
+  Status Release(uint32_t job_id);
+  // Cancels a job (SIGKILL to every step, as scancel does). A job that already ended is fine.
+  Status Cancel(uint32_t job_id);
+};
+
+// "gpu:a100:4(S:0)" / "gpu:4" -> (type, count); several GRES are comma separated.
+std::pair<std::string, int> ParseGpuGres(const std::string& gres);
+// GPUs and their single type from a TRES string ("...,gres/gpu:a100=4,gres/gpu=4").
+std::pair<std::string, int> ParseGpuTres(const std::string& tres);
+
+}  // namespace elastic::controller

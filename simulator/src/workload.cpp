@@ -169,6 +169,7 @@ Result<std::vector<JobSpec>> ReadPhillyWindow(const std::string& path, const Phi
     if (it == apps.end()) return Status(ErrorKind::kInvalidArgument, "application '" + app + "' not loaded");
     JobSpec j = RigidRequest(*it->second, std::min(r.gpus, w.max_gpus));
     j.name = app + "-" + std::to_string(jobs.size());
+    j.app = app;
     j.arrival_s = r.ts - start;
     jobs.push_back(std::move(j));
   }
@@ -225,6 +226,7 @@ Result<std::vector<JobSpec>> ParseSacct(const std::string& text, const std::stri
     auto it = apps.find(app);
     if (it == apps.end()) return Status(ErrorKind::kInvalidArgument, "application '" + app + "' not loaded");
     JobSpec j = RigidRequest(*it->second, std::min(r.gpus, max_gpus));
+    j.app = app;
     j.name = r.id;
     j.arrival_s = r.submit - rows.front().submit;
     jobs.push_back(std::move(j));

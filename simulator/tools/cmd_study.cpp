@@ -16,18 +16,28 @@
 namespace elastic::simulator::cli {
 namespace {
 
+// A study variant: POLICY[-srpt][-frozen]. -srpt: job weights 1 / remaining time
+// (JobWeights::kRemaining); -frozen: batch frozen at the request.
 struct Variant {
-  std::string label;   // dp, dp-frozen, ...
+  std::string label;
   std::string policy;
   bool frozen = false;
+  bool srpt = false;
 };
 
-Variant ParseVariant(const std::string& s) {
-  const std::string suffix = "-frozen";
+bool StripSuffix(std::string& s, const std::string& suffix) {
   if (s.size() > suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0) {
-    return {s, s.substr(0, s.size() - suffix.size()), true};
+    s.resize(s.size() - suffix.size());
+    return true;
   }
-  return {s, s, false};
+  return false;
+}
+
+Variant ParseVariant(const std::string& label) {
+  Variant v{label, label, false, false};
+  v.frozen = StripSuffix(v.policy, "-frozen");
+  v.srpt = StripSuffix(v.policy, "-srpt");
+  return v;
 }
 
 std::vector<std::string> SplitList(const std::string& s) {
@@ -61,7 +71,7 @@ double Published(const std::string& data_dir, const std::string& policy, const s
 int RunStudy(const std::vector<std::string>& args) {
   namespace po = boost::program_options;
   CommonOptions common;
-  std::string loads = "1.0,2.0", policies = "dp,dp-frozen,greedy,evolutionary,pollux,optimus,static,fifo",
+  std::string loads = "1.0,2.0", policies = "dp,dp-frozen,dp-srpt,dp-srpt-frozen,greedy,evolutionary,pollux,optimus,static,fifo",
               mechanisms = "restart,stop-free";
   int workloads = 8;
   unsigned threads = std::max(1u, std::thread::hardware_concurrency());
@@ -70,7 +80,7 @@ int RunStudy(const std::vector<std::string>& args) {
   desc.add_options()
       ("help,h", "show this help")
       ("loads", po::value(&loads)->default_value(loads), "job loads (workloads/ for 1.0, workloads-L/ otherwise)")
-      ("policies", po::value(&policies)->default_value(policies), "policies; NAME-frozen = NAME with the batch frozen")
+      ("policies", po::value(&policies)->default_value(policies), "policy variants POLICY[-srpt][-frozen]: -srpt weights jobs by 1 / remaining time, -frozen freezes the batch")
       ("mechanisms", po::value(&mechanisms)->default_value(mechanisms), "rescale mechanisms (restart, stop-free)")
       ("workloads", po::value(&workloads)->default_value(workloads), "workload-1 .. workload-N")
       ("threads", po::value(&threads)->default_value(threads), "simulations in parallel")
@@ -137,6 +147,7 @@ int RunStudy(const std::vector<std::string>& args) {
       SimConfig c = common.config;
       c.policy = r.variant.policy;
       c.batch_frozen = r.variant.frozen;
+      if (r.variant.srpt) c.weights = JobWeights::kRemaining;
       c.rescale = r.mechanism == "restart" ? RescaleMode::kRestart : RescaleMode::kStopFree;
       Result<SimResult> res = Simulate(apps.value(), r.jobs, c);
       std::lock_guard<std::mutex> lock(out_mu);

@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "elastic_mpi/topology.h"
 #include "elastic_mpi/tunables.h"
 
 namespace {
@@ -38,6 +39,7 @@ struct Options {
   int ranks = 1;
   bool join = false;
   bool oversubscribe = false;
+  bool topology = false;      // print the node's topology as JSON and exit
   std::string run_dir;
   std::string uri_file;       // --uri / ELASTIC_RENDEZVOUS_URI (join mode)
   std::string mpirun = "mpirun";
@@ -48,7 +50,7 @@ struct Options {
 
 void Usage() {
   std::fprintf(stderr,
-               "usage: elastic-launch [-n RANKS] [--join] [--uri FILE] [--run-dir DIR] [--oversubscribe]\n"
+               "usage: elastic-launch --topology\n       elastic-launch [-n RANKS] [--join] [--uri FILE] [--run-dir DIR] [--oversubscribe]\n"
                "                      [--mpirun PATH] [--ompi-server PATH] [--wait S] -- PROGRAM [ARGS...]\n");
 }
 
@@ -135,6 +137,7 @@ bool Parse(int argc, char** argv, const elastic::mpi::Config& config, Options* o
     auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
     const char* v = nullptr;
     if (a == "--join") o->join = true;
+    else if (a == "--topology") o->topology = true;
     else if (a == "--oversubscribe") o->oversubscribe = true;
     else if ((a == "-n" || a == "--ranks") && (v = value())) o->ranks = std::atoi(v);
     else if (a == "--uri" && (v = value())) o->uri_file = v;
@@ -148,7 +151,7 @@ bool Parse(int argc, char** argv, const elastic::mpi::Config& config, Options* o
     }
   }
   for (; i < argc; ++i) o->program.emplace_back(argv[i]);
-  if (o->program.empty() || o->ranks < 1) return false;
+  if ((o->program.empty() && !o->topology) || o->ranks < 1) return false;
   // Run dir: --run-dir, ELASTIC_RUN_DIR, $SLURM_SUBMIT_DIR/.elastic/<job>, ./.elastic/<job>.
   if (o->run_dir.empty()) o->run_dir = config.Get("run_dir");
   if (o->run_dir.empty()) {
@@ -168,6 +171,15 @@ int main(int argc, char** argv) {
   if (!Parse(argc, argv, config, &o)) {
     Usage();
     return kExitUsage;
+  }
+  if (o.topology) {  // the summary the launcher reports to elasticd (`launcher` message)
+    auto topo = elastic::mpi::DescribeTopology();
+    if (!topo.ok()) {
+      std::fprintf(stderr, "elastic-launch: %s\n", topo.status().ToString().c_str());
+      return kExitLaunch;
+    }
+    std::printf("%s\n", topo.value().ToJson().c_str());
+    return 0;
   }
   const std::string node_group = config.Get("node_group");
   const bool leader = !o.join && node_group == "0";

@@ -8,7 +8,7 @@ set -eu
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$here/build}
 [ $# -gt 0 ] && shift
-exec "$build/bin/elastic-sim" study --data-dir "${ELASTIC_DATA_DIR:-$here/../shared/data}" \
-  --loads 1.0,2.0 --workloads 8 --mechanisms restart,stop-free \
-  --policies dp,dp-frozen,dp-srpt,dp-srpt-frozen,greedy,evolutionary,pollux,optimus,static,fifo \
-  --horizon 28800 "$@"
+# The defaults of `elastic-sim study` are the study: loads 1.0,2.0; workloads 1-8; mechanisms
+# restart,stop-free; policies dp,dp-frozen,dp-srpt,dp-srpt-frozen,greedy,evolutionary,pollux,
+# optimus,static,fifo; horizon 8 h. Options given here override them.
+exec "$build/bin/elastic-sim" study --data-dir "${ELASTIC_DATA_DIR:-$here/../shared/data}" "$@"

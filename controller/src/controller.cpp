@@ -90,6 +90,7 @@ nlohmann::json ElasticJob::ToJson() const {
                    {"paused", paused},   {"registered_at", registered_at},
                    {"last_rescale_at", last_rescale_at}, {"rescales", rescales},
                    {"batch", batch},     {"next_group", next_group},
+                   {"grow_backoff_until", grow_backoff_until},
                    {"samples", samples_json}};
   if (efficiency) {
     j["efficiency"] = {efficiency->init_batch, efficiency->grad_sqr, efficiency->grad_var};
@@ -117,6 +118,7 @@ ElasticJob ElasticJob::FromJson(const nlohmann::json& j) {
   job.rescales = j.value("rescales", 0);
   job.batch = j.value("batch", int64_t{0});
   job.next_group = j.value("next_group", 1);
+  job.grow_backoff_until = j.value("grow_backoff_until", 0.0);
   for (const auto& s : j.value("samples", nlohmann::json::array())) {
     job.samples.push_back({s.at(0).get<int>(), s.at(1).get<int>(), s.at(2).get<double>(), s.at(3).get<double>()});
   }
@@ -377,12 +379,26 @@ nlohmann::json Controller::OnLauncher(uid_t uid, const Json& msg) {
   ElasticJob& job = OwnedJob(uid, msg);
   Json launcher{{"rendezvous_uri", Field<std::string>(msg, "rendezvous_uri", "")},
                 {"argv", msg.value("argv", Json::array())},
+                {"launcher_args", msg.value("launcher_args", Json::array())},
                 {"cwd", Field<std::string>(msg, "cwd", "")},
                 {"env", msg.value("env", Json::object())},
                 {"topology", msg.value("topology", Json::object())}};
   if (!launcher["argv"].is_array() || launcher["argv"].empty()) throw Refuse(ErrorKind::kProtocol, "launcher needs a non-empty \"argv\"");
   for (const auto& a : launcher["argv"]) {
     if (!a.is_string()) throw Refuse(ErrorKind::kProtocol, "\"argv\" must hold strings");
+  }
+  static const std::set<std::string> kAllowedArgs{"--oversubscribe", "--export"};
+  bool expect_value = false;
+  for (const auto& a : launcher["launcher_args"]) {
+    if (!a.is_string()) throw Refuse(ErrorKind::kProtocol, "\"launcher_args\" must hold strings");
+    if (expect_value) {
+      expect_value = false;
+      continue;
+    }
+    if (!kAllowedArgs.count(a.get<std::string>())) {
+      throw Refuse(ErrorKind::kProtocol, "launcher argument '" + a.get<std::string>() + "' is not one elasticd passes on");
+    }
+    expect_value = a == "--export";
   }
   if (!launcher["env"].is_object()) throw Refuse(ErrorKind::kProtocol, "\"env\" must be an object");
   for (const auto& [k, v] : launcher["env"].items()) {
@@ -605,6 +621,11 @@ void Controller::EndExtension(Extension& e, const std::string& state, const std:
   SaveExtension(copy);  // erases it from extensions_: `e` is gone after this
   auto it = jobs_.find(parent);
   if (was_joined && it != jobs_.end() && it->second.state == "running") SetGpus(it->second, CurrentGpus(it->second));
+  if (state == "failed" && it != jobs_.end()) {
+    // Do not retry at once: a failing extension would otherwise be resubmitted every epoch.
+    it->second.grow_backoff_until = Now() + std::max(config_.min_rescale_interval_s, 5 * config_.epoch_s);
+    SaveJob(it->second);
+  }
 }
 
 void Controller::EndJob(ElasticJob& job, const std::string& why) {
@@ -670,7 +691,9 @@ Status Controller::SubmitExtension(ElasticJob& job, const std::string& node, int
   sub.work_dir = job.launcher.value("cwd", "/tmp");
   std::string script = "#!/bin/sh\n# Extension of elastic job " + std::to_string(job.id) + ", group " +
                        std::to_string(e.group) + ", submitted by elasticd.\nexec " + ShellQuote(config_.launcher) +
-                       " --join --";
+                       " --join";
+  for (const auto& a : job.launcher.value("launcher_args", Json::array())) script += " " + ShellQuote(a.get<std::string>());
+  script += " --";
   for (const auto& a : job.launcher["argv"]) script += " " + ShellQuote(a.get<std::string>());
   sub.script = script + "\n";
   for (const auto& [k, v] : job.launcher["env"].items()) sub.environment.push_back(k + "=" + v.get<std::string>());
@@ -844,6 +867,7 @@ EpochResult Controller::RunEpoch(bool dry_run) {
     for (const auto& [eid, e] : extensions_) in_flight = in_flight || (e.parent == id && e.InFlight());
     bool frozen = job.paused || paused_all_ || !job.launcher.is_object() || in_flight ||
                   now - job.last_rescale_at < config_.min_rescale_interval_s;
+    bool may_grow = now >= job.grow_backoff_until;
     int max_gpus = job.SpecInt("gpus_max", job.base_gpus);
     int64_t cap = config_.default_account_extension_gpus;
     if (auto it = config_.account_extension_gpus.find(job.account); it != config_.account_extension_gpus.end()) cap = it->second;
@@ -859,8 +883,8 @@ EpochResult Controller::RunEpoch(bool dry_run) {
       oj.options = {{job.gpu_type, planned, job.batch, 1.0}};
       oj.min_gpus = planned;
     } else {
-      oj.max_gpus = max_gpus;
-      oj.options = JobOptions(job, max_gpus, gpn);
+      oj.max_gpus = may_grow ? max_gpus : planned;
+      oj.options = JobOptions(job, oj.max_gpus, gpn);
       // The option at the current size is worth a bit more: hysteresis against flapping.
       for (auto& o : oj.options) {
         if (o.gpus == planned) o.utility *= 1.0 + config_.min_gain;

@@ -43,6 +43,7 @@ struct ElasticJob {
   int rescales = 0;
   int64_t batch = 0;          // last reported global batch
   int next_group = 1;
+  double grow_backoff_until = 0;  // no new growth before this time (after a failed extension)
   std::vector<optimizer::StepSample> samples;  // recent step-time observations
   std::optional<optimizer::EfficiencyParams> efficiency;
 

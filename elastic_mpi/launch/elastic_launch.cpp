@@ -28,6 +28,9 @@
 #include <vector>
 
 #include "elastic_mpi/topology.h"
+#include "controller_link.h"
+#include "elastic/common/log.h"
+#include "elastic_mpi/topology.h"
 #include "elastic_mpi/tunables.h"
 
 namespace {
@@ -36,7 +39,8 @@ namespace {
 enum ExitCode { kExitUsage = 2, kExitRendezvous = 69, kExitLaunch = 71 };
 
 struct Options {
-  int ranks = 1;
+  int ranks = 0;  // 0: the job's GPUs on this node (SLURM_GPUS_ON_NODE), else 1
+  std::vector<std::string> exports;  // --export: more variables an extension job gets
   bool join = false;
   bool oversubscribe = false;
   bool topology = false;      // print the node's topology as JSON and exit
@@ -50,7 +54,7 @@ struct Options {
 
 void Usage() {
   std::fprintf(stderr,
-               "usage: elastic-launch --topology\n       elastic-launch [-n RANKS] [--join] [--uri FILE] [--run-dir DIR] [--oversubscribe]\n"
+               "usage: elastic-launch --topology\n       elastic-launch [-n RANKS] [--join] [--uri FILE] [--run-dir DIR] [--oversubscribe] [--export VARS]\n"
                "                      [--mpirun PATH] [--ompi-server PATH] [--wait S] -- PROGRAM [ARGS...]\n");
 }
 
@@ -67,6 +71,10 @@ pid_t Start(const std::vector<std::string>& argv, const std::vector<std::string>
   if (pid != 0) return pid;
   if (own_group) setpgid(0, 0);
   for (const std::string& e : env) putenv(const_cast<char*>(e.c_str()));  // child only
+  // Under srun, Open MPI takes a process that sees a step id for one that srun launched
+  // directly and insists on Slurm's PMI: the ranks are the launcher's children, not srun's.
+  unsetenv("SLURM_STEPID");
+  unsetenv("SLURM_STEP_ID");
   if (!stdout_to.empty()) {
     const int fd = open(stdout_to.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     if (fd >= 0) dup2(fd, STDOUT_FILENO);
@@ -145,12 +153,26 @@ bool Parse(int argc, char** argv, const elastic::mpi::Config& config, Options* o
     else if (a == "--mpirun" && (v = value())) o->mpirun = v;
     else if (a == "--ompi-server" && (v = value())) o->ompi_server = v;
     else if (a == "--wait" && (v = value())) o->wait_s = std::atof(v);
+    else if (a == "--export" && (v = value())) {
+      std::string list = v;
+      for (std::size_t p = 0; p <= list.size();) {
+        std::size_t comma = list.find(',', p);
+        std::string name = list.substr(p, comma == std::string::npos ? std::string::npos : comma - p);
+        if (!name.empty()) o->exports.push_back(name);
+        if (comma == std::string::npos) break;
+        p = comma + 1;
+      }
+    }
     else {
       std::fprintf(stderr, "elastic-launch: bad option %s\n", a.c_str());
       return false;
     }
   }
   for (; i < argc; ++i) o->program.emplace_back(argv[i]);
+  if (o->ranks == 0) {
+    const long gpus = std::atol(config.Get("gpus_on_node").c_str());
+    o->ranks = gpus > 0 ? static_cast<int>(gpus) : 1;
+  }
   if ((o->program.empty() && !o->topology) || o->ranks < 1) return false;
   // Run dir: --run-dir, ELASTIC_RUN_DIR, $SLURM_SUBMIT_DIR/.elastic/<job>, ./.elastic/<job>.
   if (o->run_dir.empty()) o->run_dir = config.Get("run_dir");
@@ -161,6 +183,67 @@ bool Parse(int argc, char** argv, const elastic::mpi::Config& config, Options* o
   if (o->uri_file.empty()) o->uri_file = config.Get("rendezvous_uri");
   if (o->uri_file.rfind("file:", 0) == 0) o->uri_file = o->uri_file.substr(5);
   return true;
+}
+
+// Variables an extension job inherits from the parent's launcher (besides what Slurm sets):
+// the program's search paths, MPI's settings, the runtime's tunables, and --export names.
+nlohmann::json CuratedEnvironment(const Options& o) {
+  // Set by the plugin per job: never copied from the parent.
+  static const char* const kPerJob[] = {"ELASTIC_SPEC_VERSION", "ELASTIC_MODE", "ELASTIC_JOB_ID", "ELASTIC_ROLE",
+                                        "ELASTIC_CONTROLLER", "ELASTIC_JOIN_TOKEN", "ELASTIC_GROUP_ID",
+                                        "ELASTIC_PARENT_JOB_ID", "ELASTIC_RENDEZVOUS_URI", "ELASTIC_NODE_GROUP",
+                                        "ELASTIC_LOCAL_RANK", "ELASTIC_LOCAL_SIZE", "ELASTIC_JOIN", "ELASTIC_RUN_DIR"};
+  nlohmann::json env = nlohmann::json::object();
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string kv = *e;
+    auto eq = kv.find('=');
+    if (eq == std::string::npos) continue;
+    std::string name = kv.substr(0, eq);
+    bool keep = name == "PATH" || name == "LD_LIBRARY_PATH" || name == "PYTHONPATH" || name == "LANG" ||
+                name == "OMP_NUM_THREADS" || name.rfind("OMPI_MCA_", 0) == 0 || name.rfind("ELASTIC_", 0) == 0;
+    for (const char* p : kPerJob) keep = keep && name != p;
+    for (const auto& x : o.exports) keep = keep || name == x;
+    if (keep) env[name] = kv.substr(eq + 1);
+  }
+  return env;
+}
+
+// The leader of an elastic parent tells elasticd how to start an extension of this job.
+void RegisterLauncher(const Options& o, const elastic::mpi::Config& config, const std::string& uri) {
+  auto link = elastic::mpi::ControllerLink::Create(config.Get("controller"), config.Get("job_id"),
+                                                   config.Get("munge_socket"));
+  if (!link.ok()) {
+    std::fprintf(stderr, "elastic-launch: warning: %s; the job runs rigid\n", link.status().message().c_str());
+    return;
+  }
+  char cwd[4096];
+  nlohmann::json topology = nlohmann::json::object();
+  if (auto t = elastic::mpi::DescribeTopology(); t.ok()) topology = nlohmann::json::parse(t.value().ToJson(), nullptr, false);
+  nlohmann::json argv = nlohmann::json::array();
+  for (const auto& a : o.program) argv.push_back(a);
+  // Options an extension's launcher needs too (elasticd runs `elastic-launch --join ARGS -- argv`).
+  nlohmann::json launcher_args = nlohmann::json::array();
+  if (o.oversubscribe) launcher_args.push_back("--oversubscribe");
+  for (const auto& x : o.exports) launcher_args.push_back("--export"), launcher_args.push_back(x);
+  nlohmann::json msg{{"type", "launcher"},
+                     {"rendezvous_uri", uri},
+                     {"argv", argv},
+                     {"launcher_args", launcher_args},
+                     {"cwd", getcwd(cwd, sizeof cwd) ? cwd : "/"},
+                     {"env", CuratedEnvironment(o)},
+                     {"topology", topology.is_discarded() ? nlohmann::json::object() : topology}};
+  auto r = link.value()->Call(msg, std::chrono::milliseconds(5000));
+  if (!r.ok()) {
+    std::fprintf(stderr, "elastic-launch: warning: elasticd did not take the launcher registration (%s); the job "
+                 "will not grow\n", r.status().message().c_str());
+  }
+}
+
+std::string ReadFirstLine(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
 }
 
 }  // namespace
@@ -190,6 +273,23 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "elastic-launch: --join needs --uri or ELASTIC_RENDEZVOUS_URI\n");
       return kExitUsage;
     }
+    struct stat st {};
+    if (o.uri_file.front() != '/' || stat(o.uri_file.c_str(), &st) != 0) {
+      // elasticd hands over the URI itself (an extension job): keep it in a private file.
+      if (!MakePrivateDir(o.run_dir)) {
+        std::fprintf(stderr, "elastic-launch: cannot create run directory %s: %s\n", o.run_dir.c_str(),
+                     std::strerror(errno));
+        return kExitRendezvous;
+      }
+      const std::string file = o.run_dir + "/rendezvous-group" + config.Get("group_id") + ".uri";
+      std::ofstream out(file, std::ios::trunc);
+      out << o.uri_file << "\n";
+      if (!out.good()) {
+        std::fprintf(stderr, "elastic-launch: cannot write %s\n", file.c_str());
+        return kExitRendezvous;
+      }
+      o.uri_file = file;
+    }
   } else {
     if (!MakePrivateDir(o.run_dir)) {
       std::fprintf(stderr, "elastic-launch: cannot create run directory %s: %s\n", o.run_dir.c_str(),
@@ -214,6 +314,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "elastic-launch: no rendezvous URI in %s after %g s\n", o.uri_file.c_str(), o.wait_s);
     if (server > 0) Stop(server);
     return kExitRendezvous;
+  }
+
+  if (leader && config.Get("mode") == "elastic" && config.Get("role") == "parent" && !config.Get("controller").empty() &&
+      config.Get("standalone") != "1") {
+    RegisterLauncher(o, config, ReadFirstLine(o.uri_file));
   }
 
   // The ranks: environment of docs/interfaces.md section 2 ("set by elastic-launch").

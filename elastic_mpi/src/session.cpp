@@ -14,7 +14,10 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -22,6 +25,7 @@
 #include "elastic_mpi/join.h"
 #include "elastic_mpi/sharding.h"
 #include "elastic_mpi/topology.h"
+#include "controller_link.h"
 #include "watchdog.h"
 
 namespace elastic::mpi {
@@ -53,12 +57,13 @@ struct Decision {
   std::int64_t global_batch = 0;  // new global batch after the change (0: unchanged)
 };
 
-// A pending command from a command file (or, later, the controller).
+// A pending command from a command file or from elasticd (id > 0: acknowledge it).
 struct Command {
-  std::string action;  // grow, shrink, set_batch
+  std::string action;  // grow, shrink, set_batch, cancel_grow, checkpoint
   std::uint32_t group = 0;
   std::string token;
   std::uint64_t global_batch = 0;
+  std::int64_t id = 0;  // elasticd's command id; 0 for command files
 };
 
 // Parses one command object; kProtocol when malformed.
@@ -70,7 +75,9 @@ Result<Command> ParseCommand(const std::string& text) {
     c.group = j.value("group", 0u);
     c.token = j.value("join_token", std::string());
     c.global_batch = j.value("global_batch", std::uint64_t{0});
-    if (c.action != "grow" && c.action != "shrink" && c.action != "set_batch") {
+    c.id = j.value("command", std::int64_t{0});
+    if (c.action != "grow" && c.action != "shrink" && c.action != "set_batch" && c.action != "cancel_grow" &&
+        c.action != "checkpoint") {
       return Status(ErrorKind::kProtocol, "unknown command action '" + c.action + "'");
     }
     return c;
@@ -90,6 +97,44 @@ std::vector<std::string> OwnCommandLine() {
   if (n > 0 && !argv.empty()) argv[0].assign(exe.data(), static_cast<std::size_t>(n));
   return argv;
 }
+
+// Step metrics to elasticd, at most every `interval_s` (the mean step time of the window).
+class ControllerSink final : public MetricsSink {
+ public:
+  ControllerSink(ControllerLink* link, double interval_s) : link_(link), interval_s_(interval_s) {}
+  void OnStep(const StepMetrics& m) noexcept override {
+    try {
+      sum_ += m.step_time_s;
+      ++count_;
+      if (count_ > 0 && Seconds(last_) < interval_s_) return;
+      last_ = Clock::now();
+      link_->Call({{"type", "metrics"},
+                   {"step", m.step},
+                   {"gpus", m.gpus},
+                   {"global_batch", m.global_batch},
+                   {"local_batch", m.local_batch},
+                   {"accum_steps", 0},
+                   {"step_time_s", sum_ / static_cast<double>(count_)},
+                   {"grad_sqr", m.grad_sqr},
+                   {"grad_var", m.grad_var},
+                   {"samples", m.samples}});
+      sum_ = 0;
+      count_ = 0;
+    } catch (...) {
+    }
+  }
+  void OnRescale(const std::string&, int, double) noexcept override {
+    sum_ = 0;  // a new size: do not mix step times of two sizes
+    count_ = 0;
+  }
+
+ private:
+  ControllerLink* link_;
+  double interval_s_;
+  Clock::time_point last_ = Clock::now();
+  double sum_ = 0;
+  int count_ = 0;
+};
 
 struct Buffer {
   std::string name;
@@ -199,6 +244,13 @@ Result<SessionOptions> SessionOptions::FromConfig(const Config& config) {
   o.group_id = static_cast<std::uint32_t>(group.value());
   o.join_token = config.Get("join_token");
   o.command_dir = config.Get("command_dir");
+  o.controller = config.Get("controller");
+  o.munge_socket = config.Get("munge_socket");
+  if (auto mi = config.GetDouble("metrics_interval_s"); mi.ok()) {
+    o.metrics_interval_s = mi.value();
+  } else {
+    return mi.status();
+  }
   o.metrics_file = config.Get("metrics_file");
   o.checkpoint_dir = config.Get("checkpoint_dir");
   auto rule = ParseLrRule(config.Get("lr_scaling"));
@@ -394,11 +446,34 @@ struct Session::Impl {
   }
 
   // --- rank 0's decision -------------------------------------------------------------------
+  void PollController() {
+    for (const nlohmann::json& j : link->Poll()) {
+      const std::int64_t id = j["command"].get<std::int64_t>();
+      if (seen_commands.count(id)) {
+        if (auto a = acks.find(id); a != acks.end()) link->Call(a->second);  // our ack was lost
+        continue;
+      }
+      seen_commands.insert(id);
+      auto cmd = ParseCommand(j.dump());
+      if (!cmd.ok()) {
+        Log(LogLevel::kWarning, kComponent, "ignoring command ", id, ": ", cmd.status().message());
+        Command bad;
+        bad.id = id;
+        SendAck(bad, false, cmd.status().message());
+        continue;
+      }
+      Log(LogLevel::kInfo, kComponent, "elasticd command ", id, ": ", cmd.value().action, " group ", cmd.value().group);
+      pending.push_back(cmd.value());
+    }
+  }
+
   void PollCommands() {
-    if (options.command_dir.empty()) return;
+    if (options.command_dir.empty() && !link) return;
     if (pending.empty() == false) return;
     if (last_poll != Clock::time_point{} && Seconds(last_poll) < options.poll_interval_s) return;
     last_poll = Clock::now();
+    if (link) PollController();
+    if (options.command_dir.empty()) return;
     DIR* dir = opendir(options.command_dir.c_str());
     if (dir == nullptr) return;
     std::vector<std::string> names;
@@ -435,9 +510,19 @@ struct Session::Impl {
     Decision d;
     if (options.rigid) return d;
     PollCommands();
-    if (!pending.empty()) {
+    while (!pending.empty()) {
       Command c = pending.front();
       pending.erase(pending.begin());
+      if (c.action == "cancel_grow" || c.action == "checkpoint") {
+        // A grow whose extension failed is dropped if it has not started; a checkpoint on
+        // command is not supported by this runtime yet: say so instead of pretending.
+        if (c.action == "cancel_grow") {
+          std::erase_if(pending, [&](const Command& p) { return p.action == "grow" && p.group == c.group; });
+        }
+        if (c.id > 0) SendAck(c, c.action == "cancel_grow", c.action == "checkpoint" ? "checkpoint on command is not supported" : "");
+        continue;
+      }
+      if (c.id > 0) current_command = c;
       if (c.global_batch != 0) d.global_batch = static_cast<std::int64_t>(ClampBatch(c.global_batch));
       if (c.action == "grow") {
         d.action = Action::kAccept;
@@ -447,13 +532,19 @@ struct Session::Impl {
         if (groups.size() < 2 || groups.back().id != c.group) {
           Log(LogLevel::kError, kComponent, "shrink of group ", c.group,
               " refused: only the most recently joined group can leave");
+          AckCurrent(false, "only the most recently joined group can leave");
           d = Decision{};
+          continue;
         } else {
           d.action = Action::kShrink;
           d.group = c.group;
         }
       } else if (d.global_batch != 0) {
         d.action = Action::kBatch;
+      }
+      if (d.action == Action::kNone) {  // nothing to change (e.g. the same batch again)
+        AckCurrent(true, "");
+        continue;
       }
       return d;
     }
@@ -484,6 +575,27 @@ struct Session::Impl {
   }
   std::string expected_token;
   bool warned_schedule = false;
+
+  // --- elasticd (rank 0) ------------------------------------------------------------------------
+  std::unique_ptr<ControllerLink> link;
+  std::uint32_t signalled_leave = 0;           // group that left on SIGTERM at this point
+  std::optional<Command> current_command;      // the controller command being carried out
+  std::set<std::int64_t> seen_commands;        // delivered again until acknowledged: do each once
+  std::map<std::int64_t, nlohmann::json> acks;  // sent acks, re-sent when a command comes again
+
+  void SendAck(const Command& c, bool ok, const std::string& error) {
+    nlohmann::json phases = last.phases;
+    phases["pause_s"] = last.pause_s;
+    nlohmann::json ack{{"type", "ack"}, {"command", c.id}, {"ok", ok}, {"error", error}, {"phases", phases},
+                       {"gpus", size}, {"global_batch", global_batch}};
+    acks[c.id] = ack;
+    if (link) link->Call(ack);
+  }
+  void AckCurrent(bool ok, const std::string& error) {
+    if (!current_command) return;
+    if (current_command->id > 0) SendAck(*current_command, ok, error);
+    current_command.reset();
+  }
 
   // --- the changes ---------------------------------------------------------------------------
   Status Spawn(int count, std::uint32_t new_group) {
@@ -633,6 +745,11 @@ struct Session::Impl {
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
     int found = 0;
+    if (rank == 0 && link) {
+      // Tell elasticd this group is up: it then sends the parent the grow command.
+      auto r = link->Call({{"type", "ready"}, {"group", options.group_id}});
+      if (!r.ok()) Log(LogLevel::kWarning, kComponent, "could not tell elasticd this group is ready: ", r.status().message());
+    }
     if (rank == 0) {
       // The parent publishes the port only once it holds our grow command: poll for it.
       const auto deadline = Clock::now() + std::chrono::duration<double>(options.connect_timeout_s);
@@ -723,6 +840,14 @@ Result<std::unique_ptr<Session>> Session::Create(SessionOptions options, int* ar
   s.world = own;
   if (Status st = s.UpdateRankSize(); !st.ok()) return st;
   int own_size = s.size;
+  if (s.rank == 0 && !s.options.standalone && !s.options.rigid && !s.options.controller.empty()) {
+    auto link = ControllerLink::Create(s.options.controller, s.options.job_id, s.options.munge_socket);
+    if (link.ok()) {
+      s.link = std::move(link).value();
+    } else {
+      Log(LogLevel::kWarning, kComponent, "no link to elasticd: ", link.status().message());
+    }
+  }
   Status joined;
   if (parent != MPI_COMM_NULL) {
     // Spawned by a running world: merge behind the parents.
@@ -738,6 +863,7 @@ Result<std::unique_ptr<Session>> Session::Create(SessionOptions options, int* ar
   if (!joined.ok()) return joined;
   if (s.rank == 0) {
     if (!s.options.metrics_file.empty()) s.sinks.push_back(MakeJsonLinesSink(s.options.metrics_file));
+    if (s.link && !s.newcomer) s.sinks.push_back(std::make_shared<ControllerSink>(s.link.get(), s.options.metrics_interval_s));
   }
   Log(LogLevel::kVerbose, kComponent, "session: rank ", s.rank, " of ", s.size, ", group ", s.group_id,
       s.newcomer ? " (newcomer)" : "");
@@ -821,13 +947,21 @@ Result<bool> Session::RescalePoint() {
         }
       }
       if (s.rank == 0) Log(LogLevel::kWarning, kComponent, "SIGTERM on the base group: stopping");
+      if (s.rank == 0) s.AckCurrent(false, "the job is stopping (SIGTERM)");
       s.stop = true;
       return true;
     }
     if (index == s.groups.size() - 1) {
       // The latest group got SIGTERM: it leaves now, whatever rank 0 had decided.
       packet = {static_cast<std::int64_t>(Action::kShrink), 0, s.groups[index].id, 0, 0};
-      if (s.rank == 0) Log(LogLevel::kWarning, kComponent, "group ", s.groups[index].id, " got SIGTERM: it leaves");
+      if (s.rank == 0) {
+        Log(LogLevel::kWarning, kComponent, "group ", s.groups[index].id, " got SIGTERM: it leaves");
+        if (s.current_command) {  // not carried out now: keep it for the next rescale point
+          s.pending.insert(s.pending.begin(), *s.current_command);
+          s.current_command.reset();
+        }
+        s.signalled_leave = s.groups[index].id;
+      }
     } else if (s.rank == 0 && !s.warned_term) {
       s.warned_term = true;
       Log(LogLevel::kError, kComponent, "group ", s.groups[index].id,
@@ -877,6 +1011,7 @@ Result<bool> Session::RescalePoint() {
   if (!status.ok()) {
     s.last.ok = false;
     s.last.error = status.message();
+    if (s.rank == 0) s.AckCurrent(false, status.message());
     return status;
   }
   s.last.new_size = s.left ? 0 : s.size;
@@ -887,6 +1022,11 @@ Result<bool> Session::RescalePoint() {
         s.last.old_size, " -> ", s.last.new_size, " ranks, batch ", s.last.old_batch, " -> ",
         s.last.new_batch, ", pause ", s.last.pause_s, " s");
     for (const auto& sink : s.sinks) sink->OnRescale(s.last.what, s.size, s.last.pause_s);
+    s.AckCurrent(s.last.ok, s.last.error);
+    if (s.signalled_leave != 0 && s.link) {  // a group left on SIGTERM: elasticd did not ask for it
+      s.link->Call({{"type", "left"}, {"group", s.signalled_leave}, {"reason", "SIGTERM"}});
+    }
+    s.signalled_leave = 0;
   }
   return changed;
 }

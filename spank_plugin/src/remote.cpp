@@ -77,18 +77,18 @@ Result<JobRecord> LoadJob(uint32_t job_id) {
   return job;
 }
 
-// Removes every ELASTIC_* variable from the job's environment: only the plugin sets them.
+// The variables the plugin sets (docs/interfaces.md, section 2). A user's own values of these
+// are removed from an elastic job before the plugin sets its own; the runtime's tunables
+// (ELASTIC_LOG_LEVEL, ...) are the user's business and stay.
+const char* const kPluginVariables[] = {
+    "ELASTIC_SPEC_VERSION", "ELASTIC_MODE", "ELASTIC_JOB_ID", "ELASTIC_ROLE", "ELASTIC_CONTROLLER",
+    "ELASTIC_GPUS_MIN", "ELASTIC_GPUS_MAX", "ELASTIC_GPU_STEP", "ELASTIC_BATCH_MIN", "ELASTIC_BATCH_MAX",
+    "ELASTIC_LOCAL_BATCH_MIN", "ELASTIC_LOCAL_BATCH_MAX", "ELASTIC_LR_SCALING", "ELASTIC_MODEL",
+    "ELASTIC_JOIN_TOKEN", "ELASTIC_PARENT_JOB_ID", "ELASTIC_GROUP_ID", "ELASTIC_RENDEZVOUS_URI",
+    "ELASTIC_MUNGE_SOCKET", "ELASTIC_STANDALONE", "ELASTIC_JOIN"};
+
 void RemoveUserElasticVariables(spank_t sp) {
-  char** env = nullptr;
-  if (spank_get_item(sp, S_JOB_ENV, &env) != ESPANK_SUCCESS || env == nullptr) return;
-  std::vector<std::string> names;
-  for (char** e = env; *e != nullptr; ++e) {
-    if (std::strncmp(*e, "ELASTIC_", 8) == 0) {
-      const char* eq = std::strchr(*e, '=');
-      names.emplace_back(*e, eq ? static_cast<size_t>(eq - *e) : std::strlen(*e));
-    }
-  }
-  for (const auto& n : names) spank_unsetenv(sp, n.c_str());
+  for (const char* name : kPluginVariables) spank_unsetenv(sp, name);
 }
 
 void Export(spank_t sp, const std::map<std::string, std::string>& vars) {
@@ -155,6 +155,7 @@ void ParentJob(spank_t sp, PluginState& st, uint32_t job_id, uint32_t uid) {
   env["ELASTIC_JOB_ID"] = std::to_string(job_id);
   env["ELASTIC_ROLE"] = "parent";
   env["ELASTIC_CONTROLLER"] = st.site.controller->ToString();
+  if (!st.site.munge_socket.empty()) env["ELASTIC_MUNGE_SOCKET"] = st.site.munge_socket;
   env["ELASTIC_MODE"] = "rigid";
 
   nlohmann::json req{{"type", "register"},
@@ -228,6 +229,22 @@ void ExtensionJob(spank_t sp, PluginState& st, uint32_t job_id, uint32_t uid) {
   env["ELASTIC_CONTROLLER"] = st.site.controller->ToString();
   env["ELASTIC_JOIN_TOKEN"] = r["join_token"].get<std::string>();
   env["ELASTIC_RENDEZVOUS_URI"] = r["rendezvous_uri"].get<std::string>();
+  if (!st.site.munge_socket.empty()) env["ELASTIC_MUNGE_SOCKET"] = st.site.munge_socket;
+  // The parent's spec, so that the joining group applies the same batch and lr rules.
+  if (r.contains("spec") && r["spec"].is_object()) {
+    const auto& spec = r["spec"];
+    auto put = [&](const char* key, const char* var) {
+      if (spec.contains(key) && spec[key].is_number_integer()) env[var] = std::to_string(spec[key].get<int64_t>());
+    };
+    put("gpus_min", "ELASTIC_GPUS_MIN");
+    put("gpus_max", "ELASTIC_GPUS_MAX");
+    put("gpu_step", "ELASTIC_GPU_STEP");
+    put("batch_min", "ELASTIC_BATCH_MIN");
+    put("batch_max", "ELASTIC_BATCH_MAX");
+    put("local_batch_min", "ELASTIC_LOCAL_BATCH_MIN");
+    put("local_batch_max", "ELASTIC_LOCAL_BATCH_MAX");
+    if (spec.contains("lr_scaling") && spec["lr_scaling"].is_string()) env["ELASTIC_LR_SCALING"] = spec["lr_scaling"];
+  }
   Export(sp, env);
 }
 

@@ -62,6 +62,9 @@ struct SessionOptions {
   bool join = false;              // this group joins a running world through the rendezvous
   std::string join_token;         // 32 hex digits (joiners send it; parents check commands' tokens)
   std::string command_dir;        // rank 0 polls *.json command files here ("" = none)
+  std::string controller;         // elasticd HOST:PORT ("" = none): rank 0 polls it for commands
+  std::string munge_socket;       // munged's socket for the controller link ("" = munge's default)
+  double metrics_interval_s = 5;  // at most one metrics message to elasticd per interval
 
   std::uint64_t global_batch = 0;       // initial global batch, samples per step (> 0)
   std::uint64_t base_global_batch = 0;  // B0 of the learning-rate rule (0: the initial batch)

@@ -58,7 +58,7 @@ std::pair<double, double> NiceAxis(double max, int ticks = 5) {
   return {std::ceil(max / step) * step, step};
 }
 
-constexpr double kW = 1000, kH = 380, kL = 70, kR = 170, kT = 20, kB = 60;
+constexpr double kW = 1000, kH = 320, kL = 70, kR = 170, kT = 20, kB = 60;
 
 std::string UsageChart(const Report& r) {
   const TimeSeries& ts = r.series;
@@ -100,11 +100,15 @@ std::string UsageChart(const Report& r) {
     }
   }
   // x labels: at most ~12.
-  size_t every = std::max<size_t>(1, (ts.buckets + 11) / 12);
+  size_t every = std::max<size_t>(1, (ts.buckets + 7) / 8);
+  std::string last_day;
   for (size_t b = 0; b < ts.buckets; b += every) {
     double x = kL + (static_cast<double>(b) + 0.5) * bw;
-    std::string label = LocalFormat(ts.start + static_cast<double>(b) * ts.bucket_s,
-                                    ts.bucket_s >= 86400 ? "%m-%d" : "%m-%d %H:00");
+    double t = ts.start + static_cast<double>(b) * ts.bucket_s;
+    std::string day = LocalFormat(t, "%m-%d");
+    // Hourly buckets: the date only where it changes.
+    std::string label = ts.bucket_s >= 86400 ? day : day != last_day ? LocalFormat(t, "%m-%d %H:00") : LocalFormat(t, "%H:00");
+    last_day = day;
     s += "<text class=\"tick\" x=\"" + Num(x) + "\" y=\"" + Num(kT + ph + 18) + "\" text-anchor=\"middle\">" +
          Esc(label) + "</text>\n";
   }

@@ -83,6 +83,12 @@ std::vector<config::KeySpec> Table(ControllerConfig& c) {
        }},
       {"scheduler.rescale_cost", "seconds a rescale is assumed to cost in the optimizer's penalty (default 30)",
        [&](std::string_view v) { return Seconds(v, "scheduler.rescale_cost", 0, 3600, c.rescale_cost_s); }},
+      {"scheduler.pending_weight",
+       "weight of a job waiting for GPUs against the gains of extensions, 0-1000000 (default 100)",
+       [&](std::string_view v) {
+         return Apply(config::ParseInt(v, 0, 1000000, "scheduler.pending_weight"),
+                      [&](int64_t n) { c.pending_weight = static_cast<double>(n); });
+       }},
       {"scheduler.paused", "1: start with every elastic action paused (default 0)",
        [&](std::string_view v) {
          return Apply(config::ParseBool(v, "scheduler.paused"), [&](bool b) { c.paused = b; });

@@ -28,8 +28,9 @@ struct ControllerConfig {
   std::string objective = "sum";        // sum | power-mean
   double min_rescale_interval_s = 120;  // between two rescales of one job
   double min_gain = 0.05;               // relative utility gain a rescale must promise
-  double rescale_cost_s = 30;           // the optimizer's rescale penalty
+  double rescale_cost_s = 2;            // the optimizer's rescale penalty: a stop-free rescale pauses ~1 s
   bool paused = false;                  // start with every elastic action paused
+  double pending_weight = 100;          // weight of a waiting job against extension gains
   // [extensions]
   std::string extension_partition;      // empty: the parent's partition
   std::string extension_qos;            // empty: the user's default QOS

@@ -738,7 +738,11 @@ std::vector<optimizer::Option> Controller::JobOptions(const ElasticJob& job, int
   spec_job.min_local_batch = job.SpecInt("local_batch_min", 1);
   spec_job.max_local_batch = job.SpecInt("local_batch_max", INT32_MAX);
   spec_job.accumulation = true;
-  if (!job.samples.empty()) {
+  // One GPU count cannot separate a step's fixed cost from its per-sample cost, and a fit then
+  // predicts anything: until the job has run at two sizes, the prior below decides.
+  std::set<int> sizes;
+  for (const auto& smp : job.samples) sizes.insert(smp.gpus);
+  if (sizes.size() >= 2) {
     auto fit = optimizer::FitPollux(job.samples);
     if (fit.ok()) {
       auto tp = std::make_shared<optimizer::PolluxThroughput>(
@@ -897,13 +901,16 @@ EpochResult Controller::RunEpoch(bool dry_run) {
   }
   // Pending jobs (rigid or elastic) are demand at their requested size.
   for (const auto& j : sjobs) {
-    if (j.state != SlurmJobState::kPending || j.held || j.gpus == 0) continue;
+    if (j.state != SlurmJobState::kPending || !j.waits_for_resources || j.gpus == 0) continue;
     if (j.name.rfind("elastic-ext:", 0) == 0) continue;
     optimizer::Job oj;
     oj.id = "pending:" + std::to_string(j.id);
     oj.owner = j.user;
     oj.account = j.account;
     oj.state = optimizer::JobState::kPending;
+    // Extensions use GPUs nobody waits for: a waiting job outweighs any extension's gain, so the
+    // extensions in its way are released and Slurm can start it.
+    oj.weight = config_.pending_weight;
     oj.min_gpus = oj.max_gpus = j.gpus;
     for (const auto& [type, cap] : capacity) {
       if (!j.gpu_type.empty() && j.gpu_type != type) continue;

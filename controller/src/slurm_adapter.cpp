@@ -61,6 +61,10 @@ JobInfo FromRecord(const slurm_job_info_t& j) {
     default: job.state = SlurmJobState::kEnded; break;
   }
   job.held = job.state == SlurmJobState::kPending && j.priority == 0;
+  // Jobs held, waiting on a dependency, a reservation or a limit cannot use freed GPUs.
+  job.waits_for_resources = job.state == SlurmJobState::kPending && !job.held &&
+                            (j.state_reason == WAIT_NO_REASON || j.state_reason == WAIT_RESOURCES ||
+                             j.state_reason == WAIT_PRIORITY);
   auto [type, gpus] = ParseGpuTres(Str(job.state == SlurmJobState::kPending ? j.tres_req_str : j.tres_alloc_str));
   job.gpu_type = type;
   job.gpus = gpus;

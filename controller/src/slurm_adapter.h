@@ -39,6 +39,7 @@ struct JobInfo {
   std::string nodes;       // allocated nodes (hostlist), running jobs
   SlurmJobState state = SlurmJobState::kEnded;
   bool held = false;       // pending with priority 0
+  bool waits_for_resources = false;  // pending only for lack of resources (or priority)
   int gpus = 0;            // allocated (running) or requested (pending)
   std::string gpu_type;    // the single type, "" when untyped or mixed
   int64_t time_limit_s = 0;  // 0: none

@@ -46,6 +46,7 @@ struct Options {
   double momentum = 0.9;
   std::uint64_t seed = 42;
   int sleep_ms = 0;  // extra time per step (the join test needs a slow trainer)
+  int compute_us_per_sample = 0;  // emulated accelerator time per local sample (scales with the world)
   std::string model_out;
   std::string ids_dir;
   std::string verify_ids;
@@ -56,7 +57,8 @@ struct Options {
 void Usage() {
   std::fprintf(stderr,
                "usage: elastic-train-logreg [--samples N] [--features D] [--epochs E] [--batch B]\n"
-               "         [--lr X] [--momentum X] [--seed S] [--sleep-ms MS] [--model-out FILE] [--ids-dir DIR]\n"
+               "         [--lr X] [--momentum X] [--seed S] [--sleep-ms MS] [--compute-us-per-sample US]\n"
+               "         [--model-out FILE] [--ids-dir DIR]\n"
                "       elastic-train-logreg --verify-ids DIR --samples N --epochs E\n"
                "       elastic-train-logreg --compare A B [--tolerance T]\n");
 }
@@ -87,6 +89,7 @@ bool Parse(int argc, char** argv, Options* o) {
     else if (a == "--momentum") o->momentum = std::atof(v);
     else if (a == "--seed") o->seed = std::strtoull(v, nullptr, 10);
     else if (a == "--sleep-ms") o->sleep_ms = std::atoi(v);
+    else if (a == "--compute-us-per-sample") o->compute_us_per_sample = std::atoi(v);
     else if (a == "--model-out") o->model_out = v;
     else if (a == "--ids-dir") o->ids_dir = v;
     else if (a == "--verify-ids") o->verify_ids = v;
@@ -289,6 +292,11 @@ int Train(int argc, char** argv, const Options& o) {
       w[j] -= lr * velocity[j];
     }
     if (o.sleep_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(o.sleep_ms));
+    if (o.compute_us_per_sample > 0) {
+      // What a GPU would spend on this rank's share: more ranks, shorter steps.
+      std::this_thread::sleep_for(std::chrono::microseconds(
+          static_cast<std::int64_t>(o.compute_us_per_sample) * static_cast<std::int64_t>(shard.samples.size())));
+    }
     session->ReportStep(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
                         shard.global_count);
   }

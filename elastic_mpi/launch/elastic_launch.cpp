@@ -174,10 +174,13 @@ bool Parse(int argc, char** argv, const elastic::mpi::Config& config, Options* o
     o->ranks = gpus > 0 ? static_cast<int>(gpus) : 1;
   }
   if ((o->program.empty() && !o->topology) || o->ranks < 1) return false;
-  // Run dir: --run-dir, ELASTIC_RUN_DIR, $SLURM_SUBMIT_DIR/.elastic/<job>, ./.elastic/<job>.
+  // Run dir: --run-dir, ELASTIC_RUN_DIR, else <working directory>/.elastic/<job>. The working
+  // directory (sbatch --chdir) is the user's and exists on every node; the submit directory need
+  // not be writable. Extension jobs run in the parent's working directory: the same run dir.
   if (o->run_dir.empty()) o->run_dir = config.Get("run_dir");
   if (o->run_dir.empty()) {
-    const std::string base = config.Get("submit_dir").empty() ? "." : config.Get("submit_dir");
+    char cwd[4096];
+    const std::string base = getcwd(cwd, sizeof cwd) ? cwd : ".";
     o->run_dir = base + "/.elastic/" + config.Get("job_id");
   }
   if (o->uri_file.empty()) o->uri_file = config.Get("rendezvous_uri");

@@ -7,7 +7,7 @@
 namespace elastic::mpi {
 namespace {
 constexpr std::string_view kComponent = "controller";
-constexpr auto kBackoff = std::chrono::seconds(10);
+constexpr auto kBackoff = std::chrono::seconds(3);
 }  // namespace
 
 Result<std::unique_ptr<ControllerLink>> ControllerLink::Create(const std::string& address, const std::string& job,

@@ -16,17 +16,17 @@ MUNGE_SOCKET = os.path.join(CLUSTER_DIR, "munge", "munge.socket")
 
 
 class Elasticd:
-    def __init__(self, name, epoch=2, extra=""):
+    def __init__(self, name, epoch=2, extra="", min_rescale_interval=0):
         self.dir = os.path.join("/tmp", f"elasticd-test-{name}")
         shutil.rmtree(self.dir, ignore_errors=True)
         os.makedirs(self.dir, mode=0o700)
         self.conf = os.path.join(self.dir, "elasticd.conf")
         self.log = os.path.join(self.dir, "elasticd.log")
         self.db = os.path.join(self.dir, "state.db")
-        self.write_config(epoch, extra)
+        self.write_config(epoch, extra, min_rescale_interval)
         self.proc = None
 
-    def write_config(self, epoch=2, extra=""):
+    def write_config(self, epoch=2, extra="", min_rescale_interval=0):
         with open(self.conf, "w") as f:
             f.write(f"""[slurm]
 conf = {SLURM_CONF}
@@ -38,7 +38,7 @@ log_level = debug
 log_file = {self.log}
 [scheduler]
 epoch = {epoch}
-min_rescale_interval = 0
+min_rescale_interval = {min_rescale_interval}
 [extensions]
 launcher = {CLUSTER_DIR}/bin/elastic-launch
 ready_timeout = 60
@@ -46,13 +46,14 @@ ready_timeout = 60
 """)
 
     def start(self):
+        seen = len(self.read_log())  # the log is appended to across restarts
         self.proc = subprocess.Popen([ELASTICD, "--config", self.conf], stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, env=dict(os.environ, SLURM_CONF=SLURM_CONF))
         end = time.time() + 20
         while time.time() < end:
             if self.proc.poll() is not None:
                 raise AssertionError(f"elasticd exited {self.proc.returncode}: {self.proc.stderr.read()!r}\n{self.read_log()}")
-            if "listening on" in self.read_log():
+            if "listening on" in self.read_log()[seen:]:
                 return self
             time.sleep(0.05)
         raise AssertionError("elasticd did not start listening:\n" + self.read_log())

@@ -74,7 +74,7 @@ def sbatch(args, script=None, wrap=None, user=JOB_USER, workdir=None, check=True
             f.write(script)
         os.chmod(path, 0o755)
         cmd.append(path)
-    proc = run(cmd, user=user, check=check)
+    proc = run(cmd, user=user, check=check, cwd=workdir)
     job_id = None
     if proc.returncode == 0:
         job_id = int(proc.stdout.strip().split(";")[0])

@@ -1,0 +1,62 @@
+"""Shared pieces of the end-to-end tests: the elastic trainer's job script, elasticd's status,
+and waiting for conditions."""
+
+import json
+import os
+import time
+
+from clustertest import CLUSTER_DIR, run, sbatch, job_workdir
+
+CTL = os.path.join(CLUSTER_DIR, "bin", "elasticctl")
+LAUNCH = os.path.join(CLUSTER_DIR, "bin", "elastic-launch")
+TRAINER = os.path.join(CLUSTER_DIR, "bin", "elastic-train-logreg")
+
+
+def trainer_script(gpus, max_gpus, gpu_type="a100", samples=4000, epochs=40, batch=64, compute_us=400):
+    """An elastic job: the example trainer, one rank per GPU, emulating GPU time per sample."""
+    return f"""#!/bin/bash
+#SBATCH --elastic-gpus={gpus}:{max_gpus}
+#SBATCH --gres=gpu:{gpu_type}:{gpus}
+#SBATCH -o job-%j.out
+export OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
+srun --ntasks-per-node=1 {LAUNCH} --oversubscribe -- {TRAINER} --samples {samples} --epochs {epochs} \\
+     --batch {batch} --compute-us-per-sample {compute_us}
+exit $?
+"""
+
+
+def submit_trainer(name, **kw):
+    wd = job_workdir(name)
+    job, _ = sbatch([], script=trainer_script(**kw), workdir=wd)
+    return job, wd
+
+
+def status():
+    return {j["job_id"]: j for j in json.loads(run([CTL, "status", "--json"]).stdout)["jobs"]}
+
+
+def wait_until(predicate, timeout, what, interval=0.25):
+    end = time.time() + timeout
+    last = None
+    while time.time() < end:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what} (last: {last!r})")
+
+
+def extension_jobs(parent):
+    """Extension jobs of `parent` in squeue: [(job id, state, user, account)]."""
+    out = run(["squeue", "-h", "-o", "%i|%j|%T|%u|%a", "--states=all"]).stdout
+    rows = []
+    for line in out.splitlines():
+        jid, name, state, user, account = line.split("|")
+        if name.startswith(f"elastic-ext:{parent}:"):
+            rows.append((int(jid), state, user, account))
+    return rows
+
+
+def gpus_of(job):
+    j = status().get(job)
+    return j["gpus"] if j else None

@@ -1,0 +1,79 @@
+"""slurm-labelled: jobscripts/pytorch_elastic.sbatch on the local cluster. elasticd grows the
+PyTorch example from 2 to 6 GPUs through an extension job whose ranks (Python processes started by
+`elastic-launch --join`) join the running world and receive the parameters and Adam's state, and
+the job completes with its optimizer state checked at every rescale (--check)."""
+
+import os
+import shutil
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(SOURCE, "tests", "controller"))
+
+from clustertest import CLUSTER_DIR, ClusterTestCase, job_workdir, read, run, sbatch, wait_job  # noqa: E402
+from e2e import extension_jobs, gpus_of, status, wait_until  # noqa: E402
+from elasticd_fixture import Elasticd  # noqa: E402
+
+BUILD = os.environ.get("ELASTIC_BUILD_DIR", os.path.join(SOURCE, "build"))
+EPOCH = 3
+
+
+def install_python_files():
+    """The module and the example where the job user can read them (the cluster copies only
+    build/bin and build/lib/*.so); the module finds libelastic_mpi.so in ../ (CLUSTER_DIR/lib)."""
+    pydir = os.path.join(CLUSTER_DIR, "lib", "python")
+    exdir = os.path.join(CLUSTER_DIR, "share", "examples")
+    for d in (pydir, exdir, os.path.dirname(exdir)):
+        os.makedirs(d, exist_ok=True)
+        os.chmod(d, 0o755)
+    src = os.path.join(BUILD, "lib", "python")
+    for name in os.listdir(src):
+        if name.startswith("elastic_mpi") and name.endswith(".so"):
+            shutil.copy(os.path.join(src, name), pydir)
+            os.chmod(os.path.join(pydir, name), 0o755)
+    shutil.copy(os.path.join(SOURCE, "elastic_mpi", "python", "examples", "train_mlp.py"), exdir)
+    os.chmod(os.path.join(exdir, "train_mlp.py"), 0o644)
+    return pydir, os.path.join(exdir, "train_mlp.py")
+
+
+class PyTorchElasticSlurmTest(ClusterTestCase):
+    def setUp(self):
+        self.d = Elasticd("pytorch", epoch=EPOCH, min_rescale_interval=2 * EPOCH).start()
+        self.jobs = []
+
+    def tearDown(self):
+        for job in self.jobs:
+            run(["scancel", str(job)], check=False)
+        for job in self.jobs:
+            try:
+                wait_job(job, timeout=60)
+            except AssertionError:
+                pass
+        self.d.stop()
+
+    def test_grown_by_elasticd_and_completes(self):
+        pydir, script = install_python_files()
+        with open(os.path.join(SOURCE, "jobscripts", "pytorch_elastic.sbatch")) as f:
+            text = f.read()
+        wd = job_workdir("pytorch")
+        env = (f"ELASTIC_PREFIX={CLUSTER_DIR},ELASTIC_PYTHONPATH={pydir},TRAIN_SCRIPT={script},"
+               f"ELASTIC_LOCAL_CLUSTER=1,TRAIN_SAMPLES=4096,TRAIN_EPOCHS=20,TRAIN_SLEEP_MS=40,"
+               f"TRAIN_ARGS=--check")
+        job, _ = sbatch([f"--export=ALL,{env}", "-o", "job-%j.out"], script=text, workdir=wd)
+        self.jobs.append(job)
+        wait_until(lambda: status().get(job, {}).get("launcher_ready"), 90, "the job to register its launcher")
+        wait_until(lambda: extension_jobs(job), 2 * EPOCH + 10, "an extension job")
+        wait_until(lambda: gpus_of(job) == 6, 150, "the job at 6 GPUs")
+        state = wait_job(job, timeout=600)
+        out = read(os.path.join(wd, f"job-{job}.out"))
+        print(out[-3000:])
+        self.assertEqual(state, "COMPLETED", out[-2000:])
+        self.assertRegex(out, r"join at step \d+: 2 -> 6 ranks")
+        self.assertRegex(out, r"final loss [0-9.]+ accuracy [0-9.]+ steps \d+ rescales checked [1-9]")
+        self.assertNotIn("CHECK FAILED", out)
+
+
+if __name__ == "__main__":
+    unittest.main()

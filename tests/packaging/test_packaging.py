@@ -1,0 +1,116 @@
+"""Installation and Debian package: `cmake --install` into a scratch DESTDIR, and the .deb made by
+cpack unpacked with `dpkg-deb -x` into a scratch root, both hold the expected files in the expected
+places (cmake/ElasticPackaging.cmake says where each goes). Uses the build tree as it is."""
+
+import os
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+BUILD = os.environ["ELASTIC_BUILD_DIR"]
+CMAKE = os.environ.get("ELASTIC_CMAKE", "cmake")
+CPACK = os.environ.get("ELASTIC_CPACK", "cpack")
+PREFIX = os.environ.get("ELASTIC_INSTALL_PREFIX", "/usr/local")
+PLUGIN_DIR = os.environ.get("ELASTIC_PLUGIN_DIR", "/usr/lib/x86_64-linux-gnu/slurm-wlm")
+LIBDIR = os.environ.get("ELASTIC_LIBDIR", "lib")
+SKIP = set(filter(None, os.environ.get("ELASTIC_SKIP", "").split(";")))
+
+
+def expected(prefix):
+    """Paths (absolute, inside the installed system) that an installation with PREFIX holds."""
+    p = prefix.rstrip("/")
+    files = [
+        f"{p}/sbin/elasticd",
+        f"{p}/bin/elasticctl",
+        f"{p}/lib/systemd/system/elasticd.service",
+        f"{p}/share/man/man8/elasticd.8",
+        f"{p}/share/man/man8/elastic_spank.8",
+        f"{p}/share/man/man1/elasticctl.1",
+        f"{p}/share/man/man1/elastic-optimize.1",
+        f"{p}/share/doc/elastic-slurm/examples/site-config/elasticd.conf",
+        f"{p}/share/doc/elastic-slurm/examples/site-config/plugstack.conf.d/elastic.conf",
+        f"{p}/share/doc/elastic-slurm/examples/site-config/systemd/elasticd.service",
+        f"{p}/share/doc/elastic-slurm/examples/jobscripts/data_parallel.sbatch",
+        f"{p}/share/doc/elastic-slurm/README.md",
+    ]
+    parts = {
+        "spank_plugin": [f"{PLUGIN_DIR}/elastic.so"],
+        "elastic_mpi": [f"{p}/bin/elastic-launch", f"{p}/bin/elastic-train-logreg", f"{p}/{LIBDIR}/libelastic_mpi.so",
+                        f"{p}/include/elastic_mpi/session.h", f"{p}/include/elastic_mpi/elastic_mpi.h",
+                        f"{p}/include/elastic/common/error.h"],
+        "report": [f"{p}/bin/elastic-report"],
+        "optimizer": [f"{p}/bin/elastic-optimize"],
+        "simulator": [f"{p}/bin/elastic-sim"],
+    }
+    for component, paths in parts.items():
+        if component not in SKIP:
+            files += paths
+    return files
+
+
+def run(cmd, **kw):
+    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if r.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} exited {r.returncode}:\n{r.stdout}\n{r.stderr}")
+    return r
+
+
+class PackagingTest(unittest.TestCase):
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="elastic-packaging-")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def check_tree(self, root, prefix):
+        missing = [f for f in expected(prefix) if not os.path.isfile(root + f)]
+        self.assertEqual(missing, [], f"not installed under {root}")
+        for f in (f"{prefix}/sbin/elasticd", f"{prefix}/bin/elasticctl"):
+            self.assertTrue(os.access(root + f, os.X_OK), f"{f} is not executable")
+        with open(f"{root}{prefix}/lib/systemd/system/elasticd.service") as f:
+            unit = f.read()
+        self.assertIn(f"ExecStart={prefix}/sbin/elasticd --config /etc/elastic/elasticd.conf", unit)
+        if "elastic_mpi" not in SKIP:
+            # The installed launcher finds the installed runtime library ($ORIGIN/../lib).
+            r = subprocess.run(["ldd", f"{root}{prefix}/bin/elastic-launch"], capture_output=True, text=True)
+            line = [l for l in r.stdout.splitlines() if "libelastic_mpi" in l]
+            self.assertTrue(line and root in line[0], f"elastic-launch does not find the installed library: {line}")
+
+    def test_cmake_install_into_destdir(self):
+        run([CMAKE, "--install", BUILD], env=dict(os.environ, DESTDIR=self.tmp))
+        self.check_tree(self.tmp, PREFIX)
+        # Nothing lands outside the prefix but the plugin, in Slurm's plugin directory.
+        outside = []
+        for d, _, files in os.walk(self.tmp):
+            for f in files:
+                path = os.path.join(d, f)[len(self.tmp):]
+                if not path.startswith(PREFIX.rstrip("/") + "/") and not path.startswith(PLUGIN_DIR + "/"):
+                    outside.append(path)
+        self.assertEqual(outside, [])
+
+    # cpack strips and compresses every binary: minutes on a small machine, so only on request
+    # (ELASTIC_TEST_CPACK=1 ctest -R packaging).
+    @unittest.skipUnless(os.environ.get("ELASTIC_TEST_CPACK") == "1", "set ELASTIC_TEST_CPACK=1 to build the .deb")
+    @unittest.skipUnless(shutil.which("dpkg-deb"), "dpkg-deb is not installed")
+    def test_deb_unpacked_into_a_scratch_root(self):
+        out = os.path.join(self.tmp, "out")
+        run([CPACK, "-G", "DEB", "-B", out, "--config", os.path.join(BUILD, "CPackConfig.cmake")])
+        debs = [f for f in os.listdir(out) if f.endswith(".deb")]
+        self.assertEqual(len(debs), 1, debs)
+        deb = os.path.join(out, debs[0])
+        self.assertRegex(debs[0], r"^elastic-slurm_\d+\.\d+\.\d+_amd64\.deb$")
+        fields = run(["dpkg-deb", "-f", deb, "Package", "Depends"]).stdout
+        self.assertIn("Package: elastic-slurm", fields)
+        for dep in ("slurm-wlm-basic-plugins", "munge", "openmpi-bin", "libhwloc15", "libsqlite3-0"):
+            self.assertIn(dep, fields)
+        root = os.path.join(self.tmp, "root")
+        run(["dpkg-deb", "-x", deb, root])
+        self.check_tree(root, "/usr")
+        listing = run(["dpkg-deb", "-c", deb]).stdout
+        self.assertIn(f".{PLUGIN_DIR}/elastic.so", listing)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -7,6 +7,8 @@
 #include <chrono>
 #include <cmath>
 #include <set>
+#include <tuple>
+#include <unordered_map>
 
 #include "elastic/common/log.h"
 #include "elastic/common/wire.h"
@@ -304,6 +306,7 @@ nlohmann::json Controller::Dispatch(uid_t uid, const nlohmann::json& msg) {
       {"ready", &Controller::OnReady},         {"left", &Controller::OnLeft},
       {"ended", &Controller::OnEnded},         {"status", &Controller::OnStatus},
       {"plan", &Controller::OnPlan},           {"set_policy", &Controller::OnSetPolicy},
+      {"snapshot", &Controller::OnSnapshot},
   };
   int64_t id = msg.value("id", int64_t{0});
   if (type == "pause" || type == "resume") return wire::MakeReply(id, OnPause(uid, msg, type == "pause"));
@@ -581,6 +584,21 @@ nlohmann::json Controller::OnPlan(uid_t uid, const Json&) {
   return {{"plan", r.plan}, {"duration_ms", r.duration_ms}};
 }
 
+nlohmann::json Controller::OnSnapshot(uid_t uid, const Json&) {
+  if (!Privileged(uid)) throw Refuse(ErrorKind::kPermission, "snapshot is for administrators (root)");
+  auto nodes = slurm_->LoadNodes();
+  if (!nodes.ok()) throw Refuse(nodes.status().kind(), nodes.status().message());
+  auto jobs = slurm_->LoadJobs();
+  if (!jobs.ok()) throw Refuse(jobs.status().kind(), jobs.status().message());
+  return {{"snapshot", SnapshotToJson(nodes.value(), jobs.value(), RegistryJson())}};
+}
+
+nlohmann::json Controller::RegistryJson() const {
+  Json elastic = Json::array();
+  for (const auto& [id, job] : jobs_) elastic.push_back(job.ToJson());
+  return elastic;
+}
+
 nlohmann::json Controller::OnPause(uid_t uid, const Json& msg, bool pause) {
   ElasticJob& job = OwnedJob(uid, msg);
   job.paused = pause;
@@ -743,10 +761,17 @@ std::vector<optimizer::Option> Controller::JobOptions(const ElasticJob& job, int
   std::set<int> sizes;
   for (const auto& smp : job.samples) sizes.insert(smp.gpus);
   if (sizes.size() >= 2) {
-    auto fit = optimizer::FitPollux(job.samples);
-    if (fit.ok()) {
+    double now = Now();
+    if (!job.fit || sizes.size() > job.fit_sizes || job.samples.size() >= 2 * job.fit_samples || now - job.fit_at > 300) {
+      auto fitted = optimizer::FitPollux(job.samples);
+      job.fit = fitted.ok() ? std::optional<optimizer::PolluxParams>(fitted.value()) : std::nullopt;
+      job.fit_samples = job.samples.size();
+      job.fit_sizes = sizes.size();
+      job.fit_at = now;
+    }
+    if (job.fit) {
       auto tp = std::make_shared<optimizer::PolluxThroughput>(
-          std::map<std::string, optimizer::PolluxParams>{{job.gpu_type, fit.value()}});
+          std::map<std::string, optimizer::PolluxParams>{{job.gpu_type, *job.fit}});
       optimizer::EfficiencyParams eff =
           job.efficiency.value_or(optimizer::EfficiencyParams{static_cast<double>(spec_job.min_batch), 1.0, 0.0});
       model.emplace(tp, eff);
@@ -781,21 +806,28 @@ std::vector<optimizer::Option> Controller::JobOptions(const ElasticJob& job, int
 
 // ---------------------------------------------------------------- epoch
 EpochResult Controller::RunEpoch(bool dry_run) {
+  auto t0 = std::chrono::steady_clock::now();
+  auto nodes_r = slurm_->LoadNodes();
+  auto jobs_r = slurm_->LoadJobs();
+  if (!nodes_r.ok() || !jobs_r.ok()) {
+    Log(LogLevel::kWarning, kComponent, "epoch skipped: ", (!nodes_r.ok() ? nodes_r.status() : jobs_r.status()).message());
+    EpochResult skipped;
+    skipped.plan = {{"skipped", true}};
+    return skipped;
+  }
+  double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  EpochResult result = Epoch(nodes_r.value(), jobs_r.value(), dry_run);
+  result.stage_ms["slurm"] = load_ms;
+  result.duration_ms += load_ms;
+  return result;
+}
+
+EpochResult Controller::Epoch(const std::vector<NodeInfo>& nodes, const std::vector<JobInfo>& sjobs, bool dry_run) {
   using Clock = std::chrono::steady_clock;
   auto t0 = Clock::now();
   auto ms_since = [](Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); };
   EpochResult result;
   double now = Now();
-
-  auto nodes_r = slurm_->LoadNodes();
-  auto jobs_r = slurm_->LoadJobs();
-  if (!nodes_r.ok() || !jobs_r.ok()) {
-    Log(LogLevel::kWarning, kComponent, "epoch skipped: ", (!nodes_r.ok() ? nodes_r.status() : jobs_r.status()).message());
-    result.plan = {{"skipped", true}};
-    return result;
-  }
-  const auto& nodes = nodes_r.value();
-  const auto& sjobs = jobs_r.value();
   std::map<uint32_t, const JobInfo*> by_id;
   for (const auto& j : sjobs) by_id[j.id] = &j;
 
@@ -888,7 +920,16 @@ EpochResult Controller::RunEpoch(bool dry_run) {
       oj.min_gpus = planned;
     } else {
       oj.max_gpus = may_grow ? max_gpus : planned;
-      oj.options = JobOptions(job, oj.max_gpus, gpn);
+      // Option tables change only with the job's model or bounds: reuse them for a minute.
+      auto key = std::make_tuple(oj.max_gpus, gpn, job.fit_at, job.batch);
+      if (job.options_cache && job.options_key == key && now - job.options_at < 60) {
+        oj.options = *job.options_cache;
+      } else {
+        oj.options = JobOptions(job, oj.max_gpus, gpn);
+        job.options_cache = oj.options;
+        job.options_key = key;
+        job.options_at = now;
+      }
       // The option at the current size is worth a bit more: hysteresis against flapping.
       for (auto& o : oj.options) {
         if (o.gpus == planned) o.utility *= 1.0 + config_.min_gain;
@@ -942,22 +983,54 @@ EpochResult Controller::RunEpoch(bool dry_run) {
   auto policy = optimizer::MakePolicy(config_.policy);
   bool planned = false;
   if (policy.ok() && !snap.jobs.empty() && !snap.cluster.types.empty()) {
-    auto solved = policy.value()->Solve(snap, popts);
-    if (solved.ok()) {
-      plan = std::move(solved).value();
-      planned = true;
+    // Jobs whose options all lie on one GPU type do not compete with other types: when every
+    // job is such, each type is its own (single-type, exactly solvable) problem.
+    std::map<std::string, optimizer::Snapshot> per_type;
+    bool separable = true;
+    for (const auto& j : snap.jobs) {
+      std::set<std::string> types;
+      for (const auto& o : j.options) types.insert(o.gpu_type);
+      if (types.size() != 1) {
+        separable = false;
+        break;
+      }
+      per_type[*types.begin()].jobs.push_back(j);
+    }
+    if (!separable || per_type.size() < 2) per_type = {{"", snap}};
+    plan.policy = config_.policy;
+    planned = true;
+    for (auto& [type, sub] : per_type) {
+      if (!type.empty()) {
+        for (const auto& t : snap.cluster.types) {
+          if (t.name == type) sub.cluster.types = {t};
+        }
+      }
+      auto solved = policy.value()->Solve(sub, popts);
+      if (!solved.ok()) {
+        Log(LogLevel::kWarning, kComponent, "the optimizer failed: ", solved.status().message());
+        planned = false;
+        break;
+      }
+      plan.objective += solved.value().objective;
+      plan.bound += solved.value().bound;
+      plan.solve_ms += solved.value().solve_ms;
+      for (auto& a : solved.value().assignments) plan.assignments.push_back(std::move(a));
+    }
+    if (planned) {
       for (const auto& a : plan.assignments) assignment[a.job_id] = &a;
-    } else {
-      Log(LogLevel::kWarning, kComponent, "the optimizer failed: ", solved.status().message());
     }
   }
   result.stage_ms["plan"] = ms_since(t_plan);
 
   // 4. Diff and enact: node groups for growth, whole extension groups for shrinking.
   auto t_diff = Clock::now();
-  std::map<std::string, int> free_gpus;
+  std::unordered_map<std::string, int> free_gpus;
+  std::map<std::string, std::vector<const NodeInfo*>> nodes_by_type;
   for (const auto& n : nodes) {
-    if (n.usable && !n.draining) free_gpus[n.name] = n.free();
+    if (n.usable && !n.draining) {
+      free_gpus[n.name] = n.free();
+      nodes_by_type[n.gpu_type].push_back(&n);
+    }
   }
   for (const auto& [id, e] : extensions_) {  // submitted but not yet running: their GPUs are spoken for
     auto it = by_id.find(e.slurm_job);
@@ -984,10 +1057,9 @@ EpochResult Controller::RunEpoch(bool dry_run) {
       int need = target - current;
       int step = std::max(1, job.SpecInt("gpu_step", 1));
       std::vector<std::pair<std::string, int>> candidates;
-      for (const auto& n : nodes) {
-        if (n.gpu_type == job.gpu_type && free_gpus.count(n.name) && free_gpus[n.name] >= step) {
-          candidates.emplace_back(n.name, free_gpus[n.name]);
-        }
+      for (const NodeInfo* n : nodes_by_type[job.gpu_type]) {
+        int free = free_gpus[n->name];
+        if (free >= step) candidates.emplace_back(n->name, free);
       }
       std::sort(candidates.begin(), candidates.end(), [](auto& a, auto& b) { return a.second > b.second || (a.second == b.second && a.first < b.first); });
       nlohmann::json groups = nlohmann::json::array();

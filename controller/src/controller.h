@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -21,6 +22,7 @@
 #include "elastic/optimizer/goodput.h"
 #include "elastic/optimizer/model.h"
 #include "slurm_adapter.h"
+#include "snapshot.h"
 
 namespace elastic::controller {
 
@@ -46,6 +48,17 @@ struct ElasticJob {
   double grow_backoff_until = 0;  // no new growth before this time (after a failed extension)
   std::vector<optimizer::StepSample> samples;  // recent step-time observations
   std::optional<optimizer::EfficiencyParams> efficiency;
+  // The step-time model fitted from `samples` (not persisted: refitted after a restart). Fitting
+  // is the costly part of an epoch, so a fit is reused until the job has twice the samples it
+  // was fitted on, has run at a new size, or is five minutes old.
+  mutable std::optional<optimizer::PolluxParams> fit;
+  mutable size_t fit_samples = 0;
+  mutable size_t fit_sizes = 0;
+  mutable double fit_at = 0;
+  // The option table of the last epoch, reused while its inputs are the same (see Epoch()).
+  mutable std::optional<std::vector<optimizer::Option>> options_cache;
+  mutable std::tuple<int, int, double, int64_t> options_key{};
+  mutable double options_at = 0;
 
   nlohmann::json ToJson() const;
   static ElasticJob FromJson(const nlohmann::json& j);
@@ -84,6 +97,11 @@ class Controller {
 
   // One scheduling epoch. `dry_run`: plan only, enact nothing.
   EpochResult RunEpoch(bool dry_run = false);
+  // The epoch's stages on a given view of Slurm (recorded snapshots, benchmarks): bring the
+  // registry in line (unless dry_run), snapshot, plan, diff, and enact (unless dry_run).
+  EpochResult Epoch(const std::vector<NodeInfo>& nodes, const std::vector<JobInfo>& jobs, bool dry_run);
+  // The registered elastic jobs as JSON (ElasticJob::ToJson each).
+  nlohmann::json RegistryJson() const;
 
   // After a start or restart: adopt or cancel extension jobs, finish or roll back rescales in
   // flight, mark jobs that ended while elasticd was down.
@@ -110,6 +128,7 @@ class Controller {
   Json OnPause(uid_t uid, const Json& msg, bool pause);
   Json OnPauseAll(uid_t uid, bool pause);
   Json OnSetPolicy(uid_t uid, const Json& msg);
+  Json OnSnapshot(uid_t uid, const Json& msg);
 
   // The registered job `msg.job` if `uid` may act on it (owner, root); throws elastic::Error.
   ElasticJob& OwnedJob(uid_t uid, const Json& msg);

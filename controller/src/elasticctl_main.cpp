@@ -35,7 +35,9 @@ void Usage(std::FILE* out) {
                "  resume JOB           let it be rescaled again\n"
                "  pause-all            stop every elastic action (administrators)\n"
                "  resume-all           resume them\n"
-               "  set-policy NAME      switch the optimizer's policy (administrators)\n\n"
+               "  set-policy NAME      switch the optimizer's policy (administrators)\n"
+               "  snapshot             print elasticd's view of Slurm and its registry as JSON, for\n"
+               "                       `elasticd-bench replay` (administrators)\n\n"
                "The controller's address comes from the elastic.so line of plugstack.conf (found through\n"
                "slurm.conf, honouring SLURM_CONF), unless --controller is given.\n"
                "Exit codes: 0 ok, 1 failure, 2 usage, 3 controller unreachable, 4 refused by the controller.\n");
@@ -169,6 +171,12 @@ int main(int argc, char** argv) {
   if (cmd == "resume") return JobCommand(o, "resume");
   if (cmd == "pause-all" && no_args()) return Simple(o, {{"type", "pause_all"}}, "every elastic action is paused");
   if (cmd == "resume-all" && no_args()) return Simple(o, {{"type", "resume_all"}}, "elastic actions resumed");
+  if (cmd == "snapshot" && no_args()) {
+    auto r = Call(o, {{"type", "snapshot"}});
+    if (!r.ok()) return Report(r);
+    std::printf("%s\n", r.value()["snapshot"].dump().c_str());
+    return kOk;
+  }
   if (cmd == "set-policy" && o.args.size() == 2) {
     return Simple(o, {{"type", "set_policy"}, {"policy", o.args[1]}}, ("policy set to " + o.args[1]).c_str());
   }

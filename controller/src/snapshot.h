@@ -1,0 +1,32 @@
+// Recorded views of Slurm (nodes, jobs) plus elasticd's registry, as JSON: `elasticctl snapshot`
+// records one from a running elasticd, `elasticd-bench` replays (or generates) them to measure
+// the controller's stages without a cluster.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "elastic/common/error.h"
+#include "slurm_adapter.h"
+
+namespace elastic::controller {
+
+nlohmann::json SnapshotToJson(const std::vector<NodeInfo>& nodes, const std::vector<JobInfo>& jobs,
+                              const nlohmann::json& registry);
+
+struct RecordedSnapshot {
+  std::vector<NodeInfo> nodes;
+  std::vector<JobInfo> jobs;
+  nlohmann::json registry = nlohmann::json::array();  // ElasticJob records
+};
+// kInvalidArgument naming the first malformed entry.
+Result<RecordedSnapshot> SnapshotFromJson(const nlohmann::json& j);
+
+// A synthetic snapshot: `nodes` nodes of `gpus_per_node` GPUs over `types` GPU types, and
+// `elastic_jobs` running elastic jobs (1-4 GPUs each, up to 4x their base) placed on them,
+// plus `pending` waiting rigid jobs; seeded, deterministic.
+RecordedSnapshot GenerateSnapshot(int nodes, int gpus_per_node, int types, int elastic_jobs, int pending, uint64_t seed);
+
+}  // namespace elastic::controller

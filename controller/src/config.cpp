@@ -89,6 +89,12 @@ std::vector<config::KeySpec> Table(ControllerConfig& c) {
          return Apply(config::ParseInt(v, 0, 1000000, "scheduler.pending_weight"),
                       [&](int64_t n) { c.pending_weight = static_cast<double>(n); });
        }},
+      {"scheduler.solve_budget_ms",
+       "milliseconds the optimizer may take per epoch; larger problems get a plan with a certified gap (default 300)",
+       [&](std::string_view v) {
+         return Apply(config::ParseInt(v, 1, 600000, "scheduler.solve_budget_ms"),
+                      [&](int64_t n) { c.solve_budget_ms = static_cast<double>(n); });
+       }},
       {"scheduler.paused", "1: start with every elastic action paused (default 0)",
        [&](std::string_view v) {
          return Apply(config::ParseBool(v, "scheduler.paused"), [&](bool b) { c.paused = b; });

@@ -31,6 +31,7 @@ struct ControllerConfig {
   double rescale_cost_s = 2;            // the optimizer's rescale penalty: a stop-free rescale pauses ~1 s
   bool paused = false;                  // start with every elastic action paused
   double pending_weight = 100;          // weight of a waiting job against extension gains
+  double solve_budget_ms = 300;         // the optimizer's time per epoch (exact below it)
   // [extensions]
   std::string extension_partition;      // empty: the parent's partition
   std::string extension_qos;            // empty: the user's default QOS

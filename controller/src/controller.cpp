@@ -997,6 +997,9 @@ EpochResult Controller::Epoch(const std::vector<NodeInfo>& nodes, const std::vec
       per_type[*types.begin()].jobs.push_back(j);
     }
     if (!separable || per_type.size() < 2) per_type = {{"", snap}};
+    // The epoch's solve budget is shared by the sub-problems: past it, dp returns a plan with a
+    // certified bound instead of an exact one (docs/optimizer.md).
+    popts.time_budget_ms = config_.solve_budget_ms / static_cast<double>(per_type.size());
     plan.policy = config_.policy;
     planned = true;
     for (auto& [type, sub] : per_type) {
@@ -1024,12 +1027,15 @@ EpochResult Controller::Epoch(const std::vector<NodeInfo>& nodes, const std::vec
 
   // 4. Diff and enact: node groups for growth, whole extension groups for shrinking.
   auto t_diff = Clock::now();
+  // Free GPUs per usable node, and per GPU type the nodes ordered by most free GPUs first
+  // (ties by name), kept in order as growth takes GPUs: choosing nodes costs O(log nodes).
   std::unordered_map<std::string, int> free_gpus;
-  std::map<std::string, std::vector<const NodeInfo*>> nodes_by_type;
+  std::unordered_map<std::string, std::string> type_of;
+  std::map<std::string, std::set<std::pair<int, std::string>>> by_free;  // (-free, name)
   for (const auto& n : nodes) {
     if (n.usable && !n.draining) {
       free_gpus[n.name] = n.free();
-      nodes_by_type[n.gpu_type].push_back(&n);
+      type_of[n.name] = n.gpu_type;
     }
   }
   for (const auto& [id, e] : extensions_) {  // submitted but not yet running: their GPUs are spoken for
@@ -1037,6 +1043,9 @@ EpochResult Controller::Epoch(const std::vector<NodeInfo>& nodes, const std::vec
     if (it != by_id.end() && it->second->state == SlurmJobState::kPending && free_gpus.count(e.node)) {
       free_gpus[e.node] = std::max(0, free_gpus[e.node] - e.gpus);
     }
+  }
+  for (const auto& [name, free] : free_gpus) {
+    if (free > 0) by_free[type_of[name]].insert({-free, name});
   }
   for (uint32_t id : elastic_order) {
     ElasticJob& job = jobs_.at(id);
@@ -1056,17 +1065,19 @@ EpochResult Controller::Epoch(const std::vector<NodeInfo>& nodes, const std::vec
       d["action"] = "grow";
       int need = target - current;
       int step = std::max(1, job.SpecInt("gpu_step", 1));
-      std::vector<std::pair<std::string, int>> candidates;
-      for (const NodeInfo* n : nodes_by_type[job.gpu_type]) {
-        int free = free_gpus[n->name];
-        if (free >= step) candidates.emplace_back(n->name, free);
-      }
-      std::sort(candidates.begin(), candidates.end(), [](auto& a, auto& b) { return a.second > b.second || (a.second == b.second && a.first < b.first); });
+      auto& order = by_free[job.gpu_type];
       nlohmann::json groups = nlohmann::json::array();
-      for (auto& [node, free] : candidates) {
-        if (need <= 0) break;
+      std::vector<std::pair<int, std::string>> skipped;  // nodes with fewer free GPUs than a step
+      while (need > 0 && !order.empty()) {
+        auto [neg_free, node] = *order.begin();
+        order.erase(order.begin());
+        int free = -neg_free;
         int take = std::min(free, need) / step * step;
-        if (take <= 0) continue;
+        if (take <= 0) {
+          skipped.push_back({neg_free, node});
+          if (free < step) break;  // every later node has even fewer free GPUs
+          continue;
+        }
         groups.push_back({{"node", node}, {"gpus", take}});
         if (!dry_run) {
           Status s = SubmitExtension(job, node, take);
@@ -1076,8 +1087,10 @@ EpochResult Controller::Epoch(const std::vector<NodeInfo>& nodes, const std::vec
           }
         }
         free_gpus[node] -= take;
+        if (free_gpus[node] > 0) order.insert({-free_gpus[node], node});
         need -= take;
       }
+      for (auto& k : skipped) order.insert(k);
       d["groups"] = groups;
     } else if (target < current || !draining.empty()) {
       d["action"] = "shrink";

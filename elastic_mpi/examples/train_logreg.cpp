@@ -15,6 +15,8 @@
 //   --compare A B --tolerance T               max |a_i - b_i| / max(1, |a|_inf) <= T
 #include <unistd.h>
 
+#include <csignal>
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -52,13 +54,24 @@ struct Options {
   std::string verify_ids;
   std::string compare_a, compare_b;
   double tolerance = 1e-9;
+  std::string checkpoint;     // written (collectively) when training ends or stops at --stop-at-step
+  std::string restore_from;   // read on every rank after Begin(): continue where the checkpoint was
+  std::uint64_t stop_at_step = 0;  // stop at this step (0: never), after the checkpoint
+  std::size_t state_mb = 0;   // extra registered state (MB), to measure hand-over and restart costs
+  std::uint64_t die_at_step = 0;   // tests: the last rank of group --die-group SIGKILLs itself
+  std::uint32_t die_group = 1;
 };
+
+double WallClock() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
 
 void Usage() {
   std::fprintf(stderr,
                "usage: elastic-train-logreg [--samples N] [--features D] [--epochs E] [--batch B]\n"
                "         [--lr X] [--momentum X] [--seed S] [--sleep-ms MS] [--compute-us-per-sample US]\n"
-               "         [--model-out FILE] [--ids-dir DIR]\n"
+               "         [--model-out FILE] [--ids-dir DIR] [--checkpoint FILE] [--restore-from FILE]\n"
+               "         [--stop-at-step N] [--state-mb MB] [--die-at-step N --die-group G]\n"
                "       elastic-train-logreg --verify-ids DIR --samples N --epochs E\n"
                "       elastic-train-logreg --compare A B [--tolerance T]\n");
 }
@@ -94,6 +107,12 @@ bool Parse(int argc, char** argv, Options* o) {
     else if (a == "--ids-dir") o->ids_dir = v;
     else if (a == "--verify-ids") o->verify_ids = v;
     else if (a == "--tolerance") o->tolerance = std::atof(v);
+    else if (a == "--checkpoint") o->checkpoint = v;
+    else if (a == "--restore-from") o->restore_from = v;
+    else if (a == "--stop-at-step") o->stop_at_step = std::strtoull(v, nullptr, 10);
+    else if (a == "--state-mb") o->state_mb = std::strtoull(v, nullptr, 10);
+    else if (a == "--die-at-step") o->die_at_step = std::strtoull(v, nullptr, 10);
+    else if (a == "--die-group") o->die_group = static_cast<std::uint32_t>(std::strtoul(v, nullptr, 10));
     else {
       std::fprintf(stderr, "elastic-train-logreg: unknown option %s\n", a.c_str());
       return false;
@@ -242,9 +261,24 @@ int Train(int argc, char** argv, const Options& o) {
   session->RegisterDoubles("momentum", velocity.data(), velocity.size());
   session->RegisterU64("data_cursor", &sharder.cursor().epoch, 2);
   static_assert(sizeof(elastic::mpi::ShardCursor) == 2 * sizeof(std::uint64_t));
+  std::vector<char> extra(o.state_mb << 20, 1);
+  if (!extra.empty()) session->RegisterBytes("extra_state", extra.data(), extra.size());
   if (auto s = session->Begin(); !s.ok()) {
     std::fprintf(stderr, "elastic-train-logreg: %s\n", s.ToString().c_str());
     return kExitError;
+  }
+  bool restored = false;
+  if (!o.restore_from.empty() && !session->newcomer()) {
+    if (auto s = session->ReadCheckpoint(o.restore_from); !s.ok()) {
+      std::fprintf(stderr, "elastic-train-logreg: %s\n", s.ToString().c_str());
+      return kExitError;
+    }
+    restored = true;
+    if (session->rank() == 0) {
+      std::fprintf(stderr, "elastic-train-logreg: restored %s at epoch %llu, cursor %llu (world %d)\n",
+                   o.restore_from.c_str(), static_cast<unsigned long long>(sharder.cursor().epoch),
+                   static_cast<unsigned long long>(sharder.cursor().cursor), session->size());
+    }
   }
 
   std::vector<std::pair<std::uint64_t, std::uint64_t>> processed;  // (epoch, sample)
@@ -253,6 +287,7 @@ int Train(int argc, char** argv, const Options& o) {
   std::vector<double> global_mean(d + 1);
   std::vector<double> local_mean(d + 1);
   double last_loss = 0;
+  bool stopped = false;
   while (true) {
     auto changed = session->RescalePoint();
     if (!changed.ok()) {
@@ -261,6 +296,20 @@ int Train(int argc, char** argv, const Options& o) {
     }
     if (session->should_stop()) break;
     if (sharder.cursor().epoch >= o.epochs) break;  // identical on every rank
+    if (o.stop_at_step > 0 && session->step() >= o.stop_at_step) {
+      // Checkpoint-restart as a rigid job would do it: the event's time starts the pause.
+      if (session->rank() == 0) std::printf("{\"event\": \"stop\", \"t\": %.6f, \"world\": %d}\n", WallClock(), session->size());
+      std::fflush(stdout);
+      stopped = true;
+      break;
+    }
+    if (o.die_at_step > 0 && session->step() >= o.die_at_step && session->group_id() == o.die_group &&
+        session->rank() == session->size() - 1) {
+      std::fprintf(stderr, "elastic-train-logreg: rank %d of group %u kills itself (SIGKILL) at step %llu\n",
+                   session->rank(), session->group_id(), static_cast<unsigned long long>(session->step()));
+      std::fflush(stderr);
+      std::raise(SIGKILL);  // the others are about to enter the step's allreduce
+    }
     const auto start = std::chrono::steady_clock::now();
     const auto shard = sharder.Next(session->global_batch(), session->rank(), session->size());
     std::fill(local.begin(), local.end(), 0.0);
@@ -299,7 +348,19 @@ int Train(int argc, char** argv, const Options& o) {
     }
     session->ReportStep(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
                         shard.global_count);
+    if (restored) {  // the first step after a restart: ends the restart's pause
+      restored = false;
+      if (session->rank() == 0) std::printf("{\"event\": \"first_step\", \"t\": %.6f, \"world\": %d}\n", WallClock(), session->size());
+      std::fflush(stdout);
+    }
   }
+  if (!o.checkpoint.empty() && !session->should_stop()) {
+    if (auto s = session->WriteCheckpoint(o.checkpoint); !s.ok()) {
+      std::fprintf(stderr, "elastic-train-logreg: %s\n", s.ToString().c_str());
+      return kExitError;
+    }
+  }
+  if (stopped) return kExitOk;
 
   if (!o.ids_dir.empty()) {
     const std::string path = o.ids_dir + "/ids.g" + std::to_string(session->group_id()) + ".p" +

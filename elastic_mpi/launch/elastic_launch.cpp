@@ -12,6 +12,7 @@
 // forwarded to the ranks; the launcher exits with the ranks' exit status and stops ompi-server.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -249,6 +250,29 @@ std::string ReadFirstLine(const std::string& path) {
   return line;
 }
 
+// 128 random bits from the kernel as 32 lowercase hex digits ("" on failure).
+std::string RandomToken() {
+  unsigned char bytes[16];
+  if (getrandom(bytes, sizeof bytes, 0) != static_cast<ssize_t>(sizeof bytes)) return "";
+  static const char kHex[] = "0123456789abcdef";
+  std::string token;
+  for (unsigned char b : bytes) {
+    token += kHex[b >> 4];
+    token += kHex[b & 15];
+  }
+  return token;
+}
+
+// Writes text to path with mode 600 (temp file + rename, so readers never see half of it).
+bool WritePrivateFile(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  if (fd < 0) return false;
+  const bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  close(fd);
+  return ok && rename(tmp.c_str(), path.c_str()) == 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -267,8 +291,18 @@ int main(int argc, char** argv) {
     std::printf("%s\n", topo.value().ToJson().c_str());
     return 0;
   }
-  const std::string node_group = config.Get("node_group");
+  // This node's group and the number of node groups: ELASTIC_NODE_GROUP(S), else the srun step's
+  // node index and node count (one launcher per node), else a single node.
+  std::string node_group = config.IsSet("node_group") ? config.Get("node_group") : config.Get("slurm_node_id");
+  if (node_group.empty()) node_group = "0";
+  std::string node_groups = config.IsSet("node_groups") ? config.Get("node_groups") : config.Get("slurm_step_nodes");
+  if (node_groups.empty() || o.join) node_groups = "1";
   const bool leader = !o.join && node_group == "0";
+  const bool several = std::atoi(node_groups.c_str()) > 1;
+  // The job's initial token authenticates its own node groups (interfaces.md section 6). A job
+  // without one (rigid: no elasticd) gets one from the leader through the private run dir.
+  std::string token = config.Get("join_token");
+  const bool own_token = several && token.empty();
   pid_t server = -1;
 
   if (o.join) {
@@ -302,6 +336,13 @@ int main(int argc, char** argv) {
     if (o.uri_file.empty()) o.uri_file = o.run_dir + "/rendezvous.uri";
     if (leader) {
       unlink(o.uri_file.c_str());
+      if (own_token) {
+        token = RandomToken();
+        if (token.empty() || !WritePrivateFile(o.run_dir + "/initial.token", token + "\n")) {
+          std::fprintf(stderr, "elastic-launch: cannot write %s/initial.token\n", o.run_dir.c_str());
+          return kExitRendezvous;
+        }
+      }
       std::vector<std::string> cmd = {o.ompi_server, "--no-daemonize", "--report-uri", o.uri_file};
       if (const std::string itf = config.Get("rendezvous_if"); !itf.empty()) {
         cmd.insert(cmd.end(), {"--mca", "oob_tcp_if_include", itf});
@@ -319,6 +360,14 @@ int main(int argc, char** argv) {
     return kExitRendezvous;
   }
 
+  if (own_token && !leader) {
+    token = ReadFirstLine(o.run_dir + "/initial.token");
+    if (token.empty()) {
+      std::fprintf(stderr, "elastic-launch: no initial token in %s/initial.token\n", o.run_dir.c_str());
+      return kExitRendezvous;
+    }
+  }
+
   if (leader && config.Get("mode") == "elastic" && config.Get("role") == "parent" && !config.Get("controller").empty() &&
       config.Get("standalone") != "1") {
     RegisterLauncher(o, config, ReadFirstLine(o.uri_file));
@@ -328,11 +377,13 @@ int main(int argc, char** argv) {
   std::vector<std::string> env = {
       "ELASTIC_LOCAL_SIZE=" + std::to_string(o.ranks),
       "ELASTIC_NODE_GROUP=" + node_group,
+      "ELASTIC_NODE_GROUPS=" + node_groups,
       "ELASTIC_RENDEZVOUS_URI=" + o.uri_file,
       "ELASTIC_RUN_DIR=" + o.run_dir,
       "OMPI_MCA_pmix_server_uri=file:" + o.uri_file,
   };
   if (o.join) env.push_back("ELASTIC_JOIN=1");
+  if (own_token) env.push_back("ELASTIC_JOIN_TOKEN=" + token);
   // Oversubscribed cores (tests on small machines): ranks must yield while they wait, or the
   // busy-polling ones starve the others (a merged world's allreduce was 40x slower).
   if (o.oversubscribe) env.push_back("OMPI_MCA_mpi_yield_when_idle=1");
@@ -351,6 +402,7 @@ int main(int argc, char** argv) {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGUSR1, &sa, nullptr);  // Slurm's time-limit warning (--signal=USR1@S): ranks checkpoint
   const pid_t ranks = Start(cmd, env, /*own_group=*/true);
   if (ranks < 0) {
     if (server > 0) Stop(server);

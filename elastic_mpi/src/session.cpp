@@ -38,6 +38,9 @@ constexpr std::string_view kComponent = "elastic_mpi";
 // rescale point. A signal handler may only touch a sig_atomic_t.
 volatile std::sig_atomic_t g_terminate = 0;
 extern "C" void OnTerminate(int) { g_terminate = 1; }
+// Set by SIGUSR1 (Slurm's time-limit warning): checkpoint at the next rescale point, go on.
+volatile std::sig_atomic_t g_checkpoint = 0;
+extern "C" void OnCheckpointSignal(int) { g_checkpoint = 1; }
 constexpr int kTagJoinRecord = 7301;
 constexpr int kTagJoinVerdict = 7302;
 
@@ -136,6 +139,34 @@ class ControllerSink final : public MetricsSink {
   int count_ = 0;
 };
 
+// The backend the program gets: every collective under the session's collective guard, so a
+// dead peer stops the job with a clear error instead of a silent hang.
+class GuardedBackend final : public CollectiveBackend {
+ public:
+  GuardedBackend(std::unique_ptr<CollectiveBackend> inner, detail::CollectiveGuard* guard, const std::uint64_t* step)
+      : inner_(std::move(inner)), guard_(guard), step_(step) {}
+  std::string_view name() const noexcept override { return inner_->name(); }
+  MemorySpace memory_space() const noexcept override { return inner_->memory_space(); }
+  Status AllreduceSum(float* data, std::size_t count) override {
+    detail::GuardScope scope(guard_, "an allreduce of the training step", *step_);
+    return inner_->AllreduceSum(data, count);
+  }
+  Status AllreduceSum(double* data, std::size_t count) override {
+    detail::GuardScope scope(guard_, "an allreduce of the training step", *step_);
+    return inner_->AllreduceSum(data, count);
+  }
+  Status Broadcast(void* data, std::size_t bytes, int root) override {
+    detail::GuardScope scope(guard_, "a broadcast of the training step", *step_);
+    return inner_->Broadcast(data, bytes, root);
+  }
+  Status Rebuild(MPI_Comm world) override { return inner_->Rebuild(world); }
+
+ private:
+  std::unique_ptr<CollectiveBackend> inner_;
+  detail::CollectiveGuard* guard_;
+  const std::uint64_t* step_;
+};
+
 struct Buffer {
   std::string name;
   void* data;
@@ -222,8 +253,9 @@ Result<SessionOptions> SessionOptions::FromConfig(const Config& config) {
     return Status::Ok();
   };
   for (Status s : {boolean("standalone", &o.standalone), boolean("join", &o.join),
-                   boolean("bind", &o.bind), number("spawn_timeout_s", &o.spawn_timeout_s),
+                   boolean("bind", &o.bind), boolean("hierarchical", &o.hierarchical_allreduce), number("spawn_timeout_s", &o.spawn_timeout_s),
                    number("connect_timeout_s", &o.connect_timeout_s),
+                   number("collective_timeout_s", &o.collective_timeout_s),
                    number("respawn_delay_s", &o.respawn_delay_s),
                    number("poll_interval_s", &o.poll_interval_s),
                    number("grad_noise_ema", &o.grad_noise_smoothing),
@@ -242,6 +274,19 @@ Result<SessionOptions> SessionOptions::FromConfig(const Config& config) {
     return Status(ErrorKind::kConfig, "ELASTIC_GROUP_ID out of range");
   }
   o.group_id = static_cast<std::uint32_t>(group.value());
+  auto node_group = config.GetInt("node_group");
+  if (!node_group.ok()) return node_group.status();
+  auto node_groups = config.GetInt("node_groups");
+  if (!node_groups.ok()) return node_groups.status();
+  if (node_groups.value() < 1 || node_groups.value() > 65536) {
+    return Status(ErrorKind::kConfig, "ELASTIC_NODE_GROUPS must be between 1 and 65536");
+  }
+  if (node_group.value() < 0 || node_group.value() >= node_groups.value()) {
+    return Status(ErrorKind::kConfig, "ELASTIC_NODE_GROUP=" + std::to_string(node_group.value()) +
+                                          " is not below ELASTIC_NODE_GROUPS=" + std::to_string(node_groups.value()));
+  }
+  o.node_group = static_cast<int>(node_group.value());
+  o.node_groups = static_cast<int>(node_groups.value());
   o.join_token = config.Get("join_token");
   o.command_dir = config.Get("command_dir");
   o.controller = config.Get("controller");
@@ -253,6 +298,7 @@ Result<SessionOptions> SessionOptions::FromConfig(const Config& config) {
   }
   o.metrics_file = config.Get("metrics_file");
   o.checkpoint_dir = config.Get("checkpoint_dir");
+  o.run_dir = config.Get("run_dir");
   auto rule = ParseLrRule(config.Get("lr_scaling"));
   if (!rule.ok()) return Status(ErrorKind::kConfig, "ELASTIC_LR_SCALING: " + rule.status().message());
   o.lr_rule = rule.value();
@@ -273,6 +319,9 @@ Result<SessionOptions> SessionOptions::FromConfig(const Config& config) {
   }
   if (o.join && !o.standalone && o.join_token.empty()) {
     return Status(ErrorKind::kConfig, "ELASTIC_JOIN=1 needs ELASTIC_JOIN_TOKEN");
+  }
+  if (o.node_groups > 1 && !o.join && o.join_token.empty()) {
+    return Status(ErrorKind::kConfig, "ELASTIC_NODE_GROUPS > 1 needs ELASTIC_JOIN_TOKEN (the job's initial token)");
   }
   return o;
 }
@@ -313,6 +362,14 @@ struct Session::Impl {
   std::vector<Command> pending;
   Clock::time_point last_poll{};
   std::string pending_meta;  // a newcomer's meta, applied in Begin()
+  // Inter-communicators between the base job's node groups (never disconnected: the base job
+  // never leaves; MPI_Finalize cleans them up).
+  std::vector<MPI_Comm> base_links;
+  std::vector<int> node_group_sizes;  // ranks of each initial node group, in world rank order
+  std::unique_ptr<detail::CollectiveGuard> guard;
+  bool checkpoint_requested = false;  // rank 0: a checkpoint command is pending
+  std::optional<Command> checkpoint_command;
+  int checkpoints_written = 0;
   MPI_Comm pending_inter = MPI_COMM_NULL;  // a newcomer's link to the parents, for Begin()
 
   explicit Impl(SessionOptions o) : options(std::move(o)), noise(options.grad_noise_smoothing) {}
@@ -422,9 +479,12 @@ struct Session::Impl {
     MPI_Comm_rank(node, &local_rank);
     MPI_Comm_free(&node);
     backend.reset();
-    auto made = MakeBackend(options.backend, world, local_rank);
+    // Ranks of one MPI launch (a node group of the base job, a spawned or joined group) share a
+    // key: the MPI backend then reduces over shared memory within each launch first.
+    const int key = group_id == 0 ? options.node_group : 65536 + static_cast<int>(group_id);
+    auto made = MakeBackend(options.backend, world, local_rank, options.hierarchical_allreduce ? key : -1);
     if (!made.ok()) return made.status();
-    backend = std::move(made).value();
+    backend = std::make_unique<GuardedBackend>(std::move(made).value(), guard.get(), &step);
     return Status::Ok();
   }
 
@@ -513,13 +573,16 @@ struct Session::Impl {
     while (!pending.empty()) {
       Command c = pending.front();
       pending.erase(pending.begin());
-      if (c.action == "cancel_grow" || c.action == "checkpoint") {
-        // A grow whose extension failed is dropped if it has not started; a checkpoint on
-        // command is not supported by this runtime yet: say so instead of pretending.
-        if (c.action == "cancel_grow") {
-          std::erase_if(pending, [&](const Command& p) { return p.action == "grow" && p.group == c.group; });
-        }
-        if (c.id > 0) SendAck(c, c.action == "cancel_grow", c.action == "checkpoint" ? "checkpoint on command is not supported" : "");
+      if (c.action == "checkpoint") {
+        // Written at this rescale point (field 5 of its allreduce); acknowledged once written.
+        checkpoint_requested = true;
+        checkpoint_command = c;
+        continue;
+      }
+      if (c.action == "cancel_grow") {
+        // A grow whose extension failed is dropped if it has not started.
+        std::erase_if(pending, [&](const Command& p) { return p.action == "grow" && p.group == c.group; });
+        if (c.id > 0) SendAck(c, true, "");
         continue;
       }
       if (c.id > 0) current_command = c;
@@ -643,56 +706,15 @@ struct Session::Impl {
   // Returns ok with joined=false when the joiner was refused (the world keeps its size).
   Status Accept(std::uint32_t group, bool* joined) {
     *joined = false;
-    const std::string service = JoinServiceName(options.job_id, group);
-    std::array<char, MPI_MAX_PORT_NAME> port{};
     auto t = Clock::now();
-    if (rank == 0) {
-      ELASTIC_MPI_CHECK(MPI_Open_port(MPI_INFO_NULL, port.data()));
-      ELASTIC_MPI_CHECK(MPI_Publish_name(service.c_str(), MPI_INFO_NULL, port.data()));
-      Log(LogLevel::kInfo, kComponent, "accepting group ", group, " on service ", service);
-    }
     MPI_Comm inter = MPI_COMM_NULL;
-    {
-      detail::Watchdog watchdog("MPI_Comm_accept for group " + std::to_string(group), options.connect_timeout_s);
-      ELASTIC_MPI_CHECK(MPI_Comm_accept(port.data(), MPI_INFO_NULL, 0, world, &inter));
-    }
-    if (rank == 0) {
-      MPI_Unpublish_name(service.c_str(), MPI_INFO_NULL, port.data());
-      MPI_Close_port(port.data());
-    }
+    bool accepted = false;
+    const std::string token = expected_token;
+    expected_token.assign(expected_token.size(), '\0');  // a token is used once
+    expected_token.clear();
+    Status st = AcceptChecked(JoinServiceName(options.job_id, group), group, token, &inter, &accepted);
     last.phases["accept"] = Seconds(t);
-    // Token check on rank 0 (constant time), verdict to the joiner and to every parent.
-    int verdict = 0;
-    if (rank == 0) {
-      JoinRecord received{};
-      MPI_Request request = MPI_REQUEST_NULL;
-      ELASTIC_MPI_CHECK(MPI_Irecv(received.data(), 64, MPI_BYTE, 0, kTagJoinRecord, inter, &request));
-      int done = 0;
-      const auto deadline = Clock::now() + std::chrono::duration<double>(options.connect_timeout_s);
-      while (!done && Clock::now() < deadline) {
-        ELASTIC_MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
-        if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      }
-      if (!done) {
-        MPI_Cancel(&request);
-        MPI_Request_free(&request);
-        Log(LogLevel::kError, kComponent, "group ", group, " sent no join record within ",
-            options.connect_timeout_s, " s");
-      } else {
-        auto expected = EncodeJoinRecord(group, expected_token);
-        verdict = expected.ok() && RecordsEqual(expected.value(), received) ? 1 : 0;
-      }
-      expected_token.assign(expected_token.size(), '\0');  // a token is used once
-      expected_token.clear();
-      ELASTIC_MPI_CHECK(MPI_Send(&verdict, 1, MPI_INT, 0, kTagJoinVerdict, inter));
-    }
-    ELASTIC_MPI_CHECK(MPI_Bcast(&verdict, 1, MPI_INT, 0, world));
-    if (verdict == 0) {
-      Log(LogLevel::kError, kComponent, "group ", group, " refused: bad-token; disconnecting");
-      detail::Watchdog watchdog("disconnect of refused group " + std::to_string(group), options.connect_timeout_s);
-      ELASTIC_MPI_CHECK(MPI_Comm_disconnect(&inter));
-      return Status::Ok();
-    }
+    if (!st.ok() || !accepted) return st;
     t = Clock::now();
     MPI_Comm merged = MPI_COMM_NULL;
     ELASTIC_MPI_CHECK(MPI_Intercomm_merge(inter, 0, &merged));
@@ -738,27 +760,75 @@ struct Session::Impl {
     return Status::Ok();
   }
 
-  // --- a joining group: connect through the rendezvous and merge --------------------------
-  Status Join() {
-    const std::string service = JoinServiceName(options.job_id, options.group_id);
+  // --- connect/accept with the join record (section 6 of interfaces.md) -------------------
+  // Collective over world: opens a port, publishes it as `service`, accepts one connection and
+  // checks the joiner's record against (group, token) on rank 0. On a refusal the
+  // inter-communicator is already disconnected and *accepted is false.
+  Status AcceptChecked(const std::string& service, std::uint32_t group, const std::string& token, MPI_Comm* inter,
+                       bool* accepted) {
+    *accepted = false;
     std::array<char, MPI_MAX_PORT_NAME> port{};
-    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
-    int found = 0;
-    if (rank == 0 && link) {
-      // Tell elasticd this group is up: it then sends the parent the grow command.
-      auto r = link->Call({{"type", "ready"}, {"group", options.group_id}});
-      if (!r.ok()) Log(LogLevel::kWarning, kComponent, "could not tell elasticd this group is ready: ", r.status().message());
+    if (rank == 0) {
+      ELASTIC_MPI_CHECK(MPI_Open_port(MPI_INFO_NULL, port.data()));
+      ELASTIC_MPI_CHECK(MPI_Publish_name(service.c_str(), MPI_INFO_NULL, port.data()));
+      Log(LogLevel::kInfo, kComponent, "accepting group ", group, " on service ", service);
+    }
+    {
+      detail::Watchdog watchdog("MPI_Comm_accept on " + service, options.connect_timeout_s);
+      ELASTIC_MPI_CHECK(MPI_Comm_accept(port.data(), MPI_INFO_NULL, 0, world, inter));
     }
     if (rank == 0) {
-      // The parent publishes the port only once it holds our grow command: poll for it.
+      MPI_Unpublish_name(service.c_str(), MPI_INFO_NULL, port.data());
+      MPI_Close_port(port.data());
+    }
+    int verdict = 0;
+    if (rank == 0) {
+      JoinRecord received{};
+      MPI_Request request = MPI_REQUEST_NULL;
+      ELASTIC_MPI_CHECK(MPI_Irecv(received.data(), 64, MPI_BYTE, 0, kTagJoinRecord, *inter, &request));
+      int done = 0;
+      const auto deadline = Clock::now() + std::chrono::duration<double>(options.connect_timeout_s);
+      while (!done && Clock::now() < deadline) {
+        ELASTIC_MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
+        if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      if (!done) {
+        MPI_Cancel(&request);
+        MPI_Request_free(&request);
+        Log(LogLevel::kError, kComponent, "group ", group, " sent no join record within ",
+            options.connect_timeout_s, " s");
+      } else {
+        auto expected = EncodeJoinRecord(group, token);
+        verdict = expected.ok() && RecordsEqual(expected.value(), received) ? 1 : 0;
+      }
+      ELASTIC_MPI_CHECK(MPI_Send(&verdict, 1, MPI_INT, 0, kTagJoinVerdict, *inter));
+    }
+    ELASTIC_MPI_CHECK(MPI_Bcast(&verdict, 1, MPI_INT, 0, world));
+    if (verdict == 0) {
+      Log(LogLevel::kError, kComponent, "group ", group, " refused: bad-token; disconnecting");
+      detail::Watchdog watchdog("disconnect of refused group " + std::to_string(group), options.connect_timeout_s);
+      ELASTIC_MPI_CHECK(MPI_Comm_disconnect(inter));
+      return Status::Ok();
+    }
+    *accepted = true;
+    return Status::Ok();
+  }
+
+  // Collective over world (the joining side): looks `service` up (polling until the connect
+  // timeout), connects, sends the join record of (group, token) and waits for the verdict.
+  // kTimeout: nobody published the service; kPermission: refused (bad token).
+  Status ConnectChecked(const std::string& service, std::uint32_t group, const std::string& token, MPI_Comm* inter) {
+    std::array<char, MPI_MAX_PORT_NAME> port{};
+    int found = 0;
+    if (rank == 0) {
+      // The running world publishes the port only when it expects us: poll for it.
       const auto deadline = Clock::now() + std::chrono::duration<double>(options.connect_timeout_s);
       while (Clock::now() < deadline) {
         if (MPI_Lookup_name(service.c_str(), MPI_INFO_NULL, port.data()) == MPI_SUCCESS) {
           found = 1;
           break;
         }
-        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
       Log(LogLevel::kInfo, kComponent, found ? "found " : "did not find ", service);
     }
@@ -768,24 +838,104 @@ struct Session::Impl {
                                              std::to_string(options.connect_timeout_s) + " s");
     }
     ELASTIC_MPI_CHECK(MPI_Bcast(port.data(), MPI_MAX_PORT_NAME, MPI_CHAR, 0, world));
-    MPI_Comm inter = MPI_COMM_NULL;
     {
       detail::Watchdog watchdog("MPI_Comm_connect to " + service, options.connect_timeout_s);
-      ELASTIC_MPI_CHECK(MPI_Comm_connect(port.data(), MPI_INFO_NULL, 0, world, &inter));
+      ELASTIC_MPI_CHECK(MPI_Comm_connect(port.data(), MPI_INFO_NULL, 0, world, inter));
     }
     int verdict = 0;
     if (rank == 0) {
       JoinRecord record{};
-      if (auto r = EncodeJoinRecord(options.group_id, options.join_token); r.ok()) record = r.value();
-      ELASTIC_MPI_CHECK(MPI_Send(record.data(), 64, MPI_BYTE, 0, kTagJoinRecord, inter));
+      if (auto r = EncodeJoinRecord(group, token); r.ok()) record = r.value();
+      ELASTIC_MPI_CHECK(MPI_Send(record.data(), 64, MPI_BYTE, 0, kTagJoinRecord, *inter));
       detail::Watchdog watchdog("join verdict from " + service, options.connect_timeout_s);
-      ELASTIC_MPI_CHECK(MPI_Recv(&verdict, 1, MPI_INT, 0, kTagJoinVerdict, inter, MPI_STATUS_IGNORE));
+      ELASTIC_MPI_CHECK(MPI_Recv(&verdict, 1, MPI_INT, 0, kTagJoinVerdict, *inter, MPI_STATUS_IGNORE));
     }
     ELASTIC_MPI_CHECK(MPI_Bcast(&verdict, 1, MPI_INT, 0, world));
     if (verdict == 0) {
-      MPI_Comm_disconnect(&inter);
-      return Status(ErrorKind::kPermission, "join of group " + std::to_string(options.group_id) +
+      MPI_Comm_disconnect(inter);
+      return Status(ErrorKind::kPermission, "join of group " + std::to_string(group) + " through " + service +
                                                 " refused by the running world (bad-token)");
+    }
+    return Status::Ok();
+  }
+
+  // --- the base job's initial world from its node groups -----------------------------------
+  // Node group i > 0 connects to the world of node groups 0..i-1 (service elastic.<job>.0.<i>,
+  // published by that world's rank 0, which is node group 0's rank 0) and merges behind it; then
+  // every merged world accepts the next node group, in order. All authenticate with the job's
+  // initial token and group id 0. The result is one world whose ranks are node group 0's, then
+  // node group 1's, ..., recorded as the one base group (id 0) that never leaves.
+  Status MergeNodeGroups() {
+    const int me = options.node_group;
+    const int n = options.node_groups;
+    auto t = Clock::now();
+    int mine = size;
+    if (me > 0) {
+      MPI_Comm inter = MPI_COMM_NULL;
+      const std::string service = NodeGroupService(me);
+      if (Status st = ConnectChecked(service, 0, options.join_token, &inter); !st.ok()) return st;
+      MPI_Comm merged = MPI_COMM_NULL;
+      ELASTIC_MPI_CHECK(MPI_Intercomm_merge(inter, 1, &merged));
+      base_links.push_back(inter);
+      if (Status st = AdoptWorld(merged); !st.ok()) return st;
+    }
+    for (int i = me + 1; i < n; ++i) {
+      MPI_Comm inter = MPI_COMM_NULL;
+      bool accepted = false;
+      if (Status st = AcceptChecked(NodeGroupService(i), 0, options.join_token, &inter, &accepted); !st.ok()) {
+        return st;
+      }
+      if (!accepted) {
+        // A node group of the job's own nodes with another token: misconfiguration, not an attack
+        // we can tell apart. The world goes on without it; its launcher reports the refusal.
+        Log(LogLevel::kError, kComponent, "node group ", i, " refused (bad token): the job runs without it");
+        continue;
+      }
+      MPI_Comm merged = MPI_COMM_NULL;
+      ELASTIC_MPI_CHECK(MPI_Intercomm_merge(inter, 0, &merged));
+      base_links.push_back(inter);
+      if (Status st = AdoptWorld(merged); !st.ok()) return st;
+    }
+    // The sizes of the node groups, in world rank order (node_group_sizes is informative).
+    std::vector<int> all(static_cast<std::size_t>(size), 0);
+    ELASTIC_MPI_CHECK(MPI_Allgather(&me, 1, MPI_INT, all.data(), 1, MPI_INT, world));
+    node_group_sizes.clear();
+    for (std::size_t r = 0; r < all.size(); ++r) {
+      if (r == 0 || all[r] != all[r - 1]) node_group_sizes.push_back(0);
+      ++node_group_sizes.back();
+    }
+    (void)mine;
+    if (rank == 0) {
+      Log(LogLevel::kInfo, kComponent, "initial world of ", size, " ranks from ", node_group_sizes.size(),
+          " node groups in ", Seconds(t), " s");
+    }
+    return Status::Ok();
+  }
+  std::string NodeGroupService(int node_group) const {
+    return JoinServiceName(options.job_id, 0) + "." + std::to_string(node_group);
+  }
+
+  // --- checkpoints at rescale points ---------------------------------------------------------
+  std::string CheckpointDir() const {
+    if (!options.checkpoint_dir.empty()) return options.checkpoint_dir;
+    if (!options.run_dir.empty()) return options.run_dir + "/checkpoint";
+    return "";
+  }
+
+  // --- a joining group: connect through the rendezvous and merge --------------------------
+  Status Join() {
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
+    if (rank == 0 && link) {
+      // Tell elasticd this group is up: it then sends the parent the grow command.
+      auto r = link->Call({{"type", "ready"}, {"group", options.group_id}});
+      if (!r.ok()) Log(LogLevel::kWarning, kComponent, "could not tell elasticd this group is ready: ", r.status().message());
+    }
+    MPI_Comm inter = MPI_COMM_NULL;
+    if (Status st = ConnectChecked(JoinServiceName(options.job_id, options.group_id), options.group_id,
+                                   options.join_token, &inter);
+        !st.ok()) {
+      return st;
     }
     MPI_Comm merged = MPI_COMM_NULL;
     ELASTIC_MPI_CHECK(MPI_Intercomm_merge(inter, 1, &merged));
@@ -827,6 +977,13 @@ Result<std::unique_ptr<Session>> Session::Create(SessionOptions options, int* ar
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, nullptr);
   }
+  if (s.options.handle_sigusr1) {
+    struct sigaction sa {};
+    sa.sa_handler = OnCheckpointSignal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGUSR1, &sa, nullptr);
+  }
   // Errors come back as return codes: the session turns them into Status values.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   s.global_batch = s.options.global_batch;
@@ -840,7 +997,9 @@ Result<std::unique_ptr<Session>> Session::Create(SessionOptions options, int* ar
   s.world = own;
   if (Status st = s.UpdateRankSize(); !st.ok()) return st;
   int own_size = s.size;
-  if (s.rank == 0 && !s.options.standalone && !s.options.rigid && !s.options.controller.empty()) {
+  // Only the job's rank 0 talks to elasticd: node group 0's rank 0 (or an extension's rank 0).
+  if (s.rank == 0 && (s.options.join || s.options.node_group == 0) && !s.options.standalone && !s.options.rigid &&
+      !s.options.controller.empty()) {
     auto link = ControllerLink::Create(s.options.controller, s.options.job_id, s.options.munge_socket);
     if (link.ok()) {
       s.link = std::move(link).value();
@@ -858,9 +1017,12 @@ Result<std::unique_ptr<Session>> Session::Create(SessionOptions options, int* ar
   } else if (s.options.join) {
     joined = s.Join();
   } else {
-    s.groups.push_back({s.group_id, own_size, MPI_COMM_NULL});
+    if (s.options.node_groups > 1) joined = s.MergeNodeGroups();
+    s.groups.push_back({s.group_id, s.size, MPI_COMM_NULL});  // the base job: every node group
   }
+  (void)own_size;
   if (!joined.ok()) return joined;
+  s.guard = std::make_unique<detail::CollectiveGuard>(s.options.collective_timeout_s);
   if (s.rank == 0) {
     if (!s.options.metrics_file.empty()) s.sinks.push_back(MakeJsonLinesSink(s.options.metrics_file));
     if (s.link && !s.newcomer) s.sinks.push_back(std::make_shared<ControllerSink>(s.link.get(), s.options.metrics_interval_s));
@@ -924,26 +1086,68 @@ Result<bool> Session::RescalePoint() {
     return true;
   }
   const auto start = Clock::now();
-  std::array<std::int64_t, 5> packet{};
+  std::array<std::int64_t, 6> packet{};
   if (s.rank == 0) {
     const Decision d = s.Decide();
-    packet = {static_cast<std::int64_t>(d.action), d.count, d.group, d.global_batch, 0};
+    packet = {static_cast<std::int64_t>(d.action), d.count, d.group, d.global_batch, 0, 0};
+    if (s.checkpoint_requested) packet[5] = 1;
   }
+  // Field 5: a checkpoint is wanted (SIGUSR1 on any rank: Slurm's time-limit warning; a command).
+  if (g_checkpoint != 0) packet[5] = 1;
   // Field 4: 1 + the position (in join order) of the latest group that has a SIGTERMed rank.
   if (g_terminate != 0) {
     for (std::size_t i = 0; i < s.groups.size(); ++i) {
       if (s.groups[i].id == s.group_id) packet[4] = static_cast<std::int64_t>(i + 1);
     }
   }
-  ELASTIC_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, packet.data(), 5, MPI_INT64_T, MPI_MAX, s.world));
+  {
+    detail::GuardScope guard(s.guard.get(), "the rescale point's allreduce", s.step);
+    const int rc = MPI_Allreduce(MPI_IN_PLACE, packet.data(), 6, MPI_INT64_T, MPI_MAX, s.world);
+    if (rc != MPI_SUCCESS) {
+      char text[MPI_MAX_ERROR_STRING];
+      int len = 0;
+      MPI_Error_string(rc, text, &len);
+      Log(LogLevel::kError, kComponent, "the rescale point's allreduce at step ", s.step, " failed (",
+          std::string(text, static_cast<std::size_t>(len)),
+          "): a rank of the world died; the job must be restarted from its last checkpoint");
+      return Status(ErrorKind::kUnavailable, "rescale point at step " + std::to_string(s.step) + ": " +
+                                                 std::string(text, static_cast<std::size_t>(len)) +
+                                                 " (a rank of the world died)");
+    }
+  }
+  if (packet[5] != 0 && packet[4] <= 0) {
+    // Checkpoint and go on (the base group's SIGTERM below writes its own and stops).
+    g_checkpoint = 0;
+    const std::string dir = s.CheckpointDir();
+    Status written = Status(ErrorKind::kConfig, "no checkpoint directory (ELASTIC_CHECKPOINT_DIR or ELASTIC_RUN_DIR)");
+    if (!dir.empty()) {
+      if (s.rank == 0) mkdir(dir.c_str(), 0700);
+      written = Session::WriteCheckpoint(dir + "/checkpoint.bin");
+    }
+    if (written.ok()) ++s.checkpoints_written;
+    if (s.rank == 0) {
+      if (written.ok()) {
+        Log(LogLevel::kWarning, kComponent, "checkpoint at step ", s.step, " written to ", dir, "/checkpoint.bin");
+      } else {
+        Log(LogLevel::kError, kComponent, "checkpoint at step ", s.step, " not written: ", written.message());
+      }
+      if (s.checkpoint_command && s.checkpoint_command->id > 0) {
+        s.SendAck(*s.checkpoint_command, written.ok(), written.ok() ? "" : written.message());
+      }
+      s.checkpoint_command.reset();
+      s.checkpoint_requested = false;
+    }
+  }
   if (packet[4] > 0) {
     const std::size_t index = static_cast<std::size_t>(packet[4] - 1);
     if (index == 0) {
       // The base group cannot leave (its ranks are the job): stop everyone, with a checkpoint.
-      if (!s.options.checkpoint_dir.empty()) {
-        const std::string path = s.options.checkpoint_dir + "/checkpoint.bin";
-        if (Session::WriteCheckpoint(path).ok() && s.rank == 0) {
-          Log(LogLevel::kWarning, kComponent, "SIGTERM: checkpoint written to ", path);
+      if (const std::string dir = s.CheckpointDir(); !dir.empty()) {
+        if (s.rank == 0) mkdir(dir.c_str(), 0700);
+        const std::string path = dir + "/checkpoint.bin";
+        if (Session::WriteCheckpoint(path).ok()) {
+          ++s.checkpoints_written;
+          if (s.rank == 0) Log(LogLevel::kWarning, kComponent, "SIGTERM: checkpoint written to ", path);
         }
       }
       if (s.rank == 0) Log(LogLevel::kWarning, kComponent, "SIGTERM on the base group: stopping");
@@ -953,7 +1157,7 @@ Result<bool> Session::RescalePoint() {
     }
     if (index == s.groups.size() - 1) {
       // The latest group got SIGTERM: it leaves now, whatever rank 0 had decided.
-      packet = {static_cast<std::int64_t>(Action::kShrink), 0, s.groups[index].id, 0, 0};
+      packet = {static_cast<std::int64_t>(Action::kShrink), 0, s.groups[index].id, 0, 0, 0};
       if (s.rank == 0) {
         Log(LogLevel::kWarning, kComponent, "group ", s.groups[index].id, " got SIGTERM: it leaves");
         if (s.current_command) {  // not carried out now: keep it for the next rescale point
@@ -1032,6 +1236,11 @@ Result<bool> Session::RescalePoint() {
 }
 
 bool Session::left() const noexcept { return impl_->left; }
+std::string Session::checkpoint_path() const {
+  const std::string dir = impl_->CheckpointDir();
+  return dir.empty() ? "" : dir + "/checkpoint.bin";
+}
+int Session::checkpoints_written() const noexcept { return impl_->checkpoints_written; }
 bool Session::should_stop() const noexcept { return impl_->left || impl_->stop; }
 bool Session::newcomer() const noexcept { return impl_->newcomer; }
 MPI_Comm Session::world() const noexcept { return impl_->world; }
@@ -1074,7 +1283,10 @@ Status Observe(Session::Impl& s, std::span<const T> local, std::uint64_t count, 
   // {sum_i b_i |g_i|^2, B, ranks with samples}
   std::array<double, 3> sums = {static_cast<double>(count) * local_sqr, static_cast<double>(count),
                                 count > 0 ? 1.0 : 0.0};
-  ELASTIC_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, sums.data(), 3, MPI_DOUBLE, MPI_SUM, s.world));
+  {
+    detail::GuardScope guard(s.guard.get(), "the gradient-statistics allreduce", s.step);
+    ELASTIC_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, sums.data(), 3, MPI_DOUBLE, MPI_SUM, s.world));
+  }
   noise.Observe(sums[0], global_sqr, sums[1], static_cast<int>(sums[2]));
   return Status::Ok();
 }

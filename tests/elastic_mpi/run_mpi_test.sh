@@ -6,6 +6,9 @@
 #   run_mpi_test.sh join    BIN            two separate launches join through one ompi-server
 #   run_mpi_test.sh badtoken BIN           a joiner with a wrong token is refused
 #   run_mpi_test.sh sigterm BIN            a joined group that gets SIGTERM leaves at a step boundary
+#   run_mpi_test.sh nodes MPIEXEC BIN      two launches emulating two nodes of one job form one world
+#   run_mpi_test.sh deadgroup MPIEXEC BIN  a spawned group's rank SIGKILLs itself: the job stops, bounded
+#   run_mpi_test.sh usr1 BIN               SIGUSR1 (time-limit warning): checkpoint, training goes on
 set -uo pipefail
 mode=$1; shift
 work=$(mktemp -d /tmp/elastic-mpi-test.XXXXXX)
@@ -103,6 +106,103 @@ join|badtoken|sigterm)
   fi
   "$bin/elastic-train-logreg" --verify-ids "$work" --samples $SAMPLES --epochs $EPOCHS \
     || fail "samples not processed exactly once"
+  ;;
+nodes)
+  # Two node groups of one job, as `srun --ntasks-per-node=1 elastic-launch` starts them on two
+  # nodes: node group 0 (2 ranks, the leader: ompi-server) and node group 1 (1 rank) share the run
+  # dir and the job's initial token; they must train as one world of 3 ranks and match a world
+  # launched at 3 ranks within the tolerance.
+  mpiexec=$1 bin=$2
+  mkdir -p "$work/ref" "$work/el"
+  timeout -k 10 90 "$mpiexec" --oversubscribe -np 3 "$bin/elastic-train-logreg" \
+    --samples $SAMPLES --epochs $EPOCHS --model-out "$work/ref/model" || fail "reference run failed"
+  export ELASTIC_JOB_ID=nodes$$ ELASTIC_JOIN_TOKEN=00112233445566778899aabbccddeeff ELASTIC_NODE_GROUPS=2
+  ELASTIC_NODE_GROUP=0 ELASTIC_METRICS_FILE="$work/el/metrics.jsonl" \
+    timeout -k 10 120 "$bin/elastic-launch" -n 2 --oversubscribe --run-dir "$work/run" -- \
+    "$bin/elastic-train-logreg" --samples $SAMPLES --epochs $EPOCHS --model-out "$work/el/model" \
+    --ids-dir "$work/el" >"$work/node0.log" 2>&1 &
+  node0=$!; pids+=($node0)
+  ELASTIC_NODE_GROUP=1 timeout -k 10 120 "$bin/elastic-launch" -n 1 --oversubscribe --run-dir "$work/run" -- \
+    "$bin/elastic-train-logreg" --samples $SAMPLES --epochs $EPOCHS --ids-dir "$work/el" >"$work/node1.log" 2>&1 &
+  node1=$!; pids+=($node1)
+  wait $node0; rc0=$?
+  wait $node1; rc1=$?
+  pids=()
+  echo "--- node group 0"; cat "$work/node0.log"; echo "--- node group 1"; cat "$work/node1.log"
+  [[ $rc0 == 0 && $rc1 == 0 ]] || fail "node groups exited with $rc0 and $rc1"
+  grep -q "initial world of 3 ranks from 2 node groups" "$work/node0.log" || fail "no merged initial world"
+  grep -q "done: [0-9]* steps, world 3," "$work/node0.log" || fail "did not train as one world of 3"
+  "$bin/elastic-train-logreg" --verify-ids "$work/el" --samples $SAMPLES --epochs $EPOCHS \
+    || fail "samples not processed exactly once"
+  "$bin/elastic-train-logreg" --compare "$work/ref/model" "$work/el/model" --tolerance $TOLERANCE \
+    || fail "model differs from the world launched at 3 ranks"
+  ;;
+deadgroup)
+  # A spawned group's rank dies (SIGKILL) while the others enter the step's allreduce: the job
+  # must end with an error within the collective watchdog (never hang).
+  mpiexec=$1 bin=$2
+  limit=${ELASTIC_COLLECTIVE_TIMEOUT_S:-30}
+  start=$(date +%s.%N)
+  ELASTIC_SCHEDULE="2->3" ELASTIC_SCHEDULE_EVERY=5 \
+    timeout -k 10 150 "$mpiexec" --oversubscribe -np 2 "$bin/elastic-train-logreg" --sleep-ms 20 \
+    --samples $SAMPLES --epochs 50 --die-at-step 12 --die-group 1 >"$work/out.log" 2>&1
+  rc=$?
+  end=$(date +%s.%N)
+  cat "$work/out.log"
+  elapsed=$(echo "$end - $start" | bc)
+  (( $(echo "$elapsed < 145" | bc) )) || fail "the job hung (killed by timeout after $elapsed s)"
+  [[ $rc != 0 ]] || fail "the job ended with 0 although a rank died"
+  grep -q "kills itself (SIGKILL)" "$work/out.log" || fail "no rank died"
+  echo "job ended with $rc after $elapsed s (collective watchdog $limit s)"
+  (( $(echo "$elapsed < $limit + 40" | bc) )) || fail "took $elapsed s"
+  # The same for a group that joined by connect/accept (an extension job: no common mpirun to
+  # notice the death): the parent's ranks must stop on their own within the collective guard.
+  mkdir -p "$work/commands"
+  export ELASTIC_JOB_ID=dead$$ ELASTIC_POLL_INTERVAL_S=0.2 ELASTIC_CONNECT_TIMEOUT_S=30
+  ELASTIC_COMMAND_DIR="$work/commands" timeout -k 10 120 "$bin/elastic-launch" -n 2 --oversubscribe \
+    --run-dir "$work/run" -- "$bin/elastic-train-logreg" --sleep-ms 20 --samples $SAMPLES --epochs 50 \
+    >"$work/parent.log" 2>&1 &
+  parent=$!; pids+=($parent)
+  for _ in $(seq 100); do [[ -s $work/run/rendezvous.uri ]] && break; sleep 0.1; done
+  ELASTIC_GROUP_ID=1 ELASTIC_JOIN_TOKEN=0123456789abcdef0123456789abcdef \
+    timeout -k 10 90 "$bin/elastic-launch" --join -n 1 --uri "$work/run/rendezvous.uri" -- \
+    "$bin/elastic-train-logreg" --sleep-ms 20 --samples $SAMPLES --epochs 50 --die-at-step 1 \
+    >"$work/joiner.log" 2>&1 &
+  pids+=($!)
+  echo '{"action":"grow","group":1,"join_token":"0123456789abcdef0123456789abcdef"}' >"$work/commands/001.json"
+  for _ in $(seq 300); do grep -q "kills itself" "$work/joiner.log" 2>/dev/null && break; sleep 0.1; done
+  died=$(date +%s.%N)
+  wait $parent; rc=$?
+  end=$(date +%s.%N)
+  pids=()
+  echo "--- parent"; cat "$work/parent.log"; echo "--- joiner"; cat "$work/joiner.log"
+  grep -q "kills itself (SIGKILL)" "$work/joiner.log" || fail "the joined rank did not die"
+  elapsed=$(echo "$end - $died" | bc)
+  echo "parent ended with $rc $elapsed s after the joined rank died (collective watchdog $limit s)"
+  [[ $rc != 0 ]] || fail "the parent ended with 0 although a rank of its world died"
+  (( $(echo "$elapsed < $limit + 15" | bc) )) || fail "the parent took $elapsed s to stop"
+  grep -Eq "did not finish within|a rank of the world died" "$work/parent.log" || fail "no clear error"
+  ;;
+usr1)
+  # Slurm's time-limit warning (sbatch --signal=USR1@S) reaches elastic-launch: every rank
+  # checkpoints at the next rescale point and training goes on to the end.
+  bin=$1
+  export ELASTIC_JOB_ID=usr1$$
+  timeout -k 10 120 "$bin/elastic-launch" -n 2 --oversubscribe --run-dir "$work/run" -- \
+    "$bin/elastic-train-logreg" --sleep-ms 20 --samples $SAMPLES --epochs $EPOCHS >"$work/out.log" 2>&1 &
+  launcher=$!; pids+=($launcher)
+  for _ in $(seq 100); do [[ -s $work/run/rendezvous.uri ]] && break; sleep 0.1; done
+  sleep 2
+  # timeout(1) does not forward SIGUSR1: signal elastic-launch itself (its child), as srun would.
+  kill -USR1 "$(pgrep -P $launcher)" || fail "no elastic-launch under timeout" 
+  wait $launcher; rc=$?
+  pids=()
+  cat "$work/out.log"
+  [[ $rc == 0 ]] || fail "launcher exited with $rc"
+  grep -q "checkpoint at step [0-9]* written to $work/run/checkpoint/checkpoint.bin" "$work/out.log" \
+    || fail "no checkpoint on SIGUSR1"
+  [[ -s $work/run/checkpoint/checkpoint.bin ]] || fail "checkpoint file missing"
+  grep -q "done: [0-9]* steps, world 2," "$work/out.log" || fail "training did not go on to the end"
   ;;
 *)
   fail "unknown mode $mode"

@@ -54,6 +54,11 @@ bool NcclCompiled() noexcept;
 // The caller owns the returned backend. Failure: the Status of the backend's first collective.
 Result<std::unique_ptr<CollectiveBackend>> MakeBackend(BackendKind kind, MPI_Comm world,
                                                        int local_rank);
+// The same; with locality_key >= 0 (equal on the ranks of one MPI launch: a mpirun, a spawn
+// call, a joined group) an MPI backend in a world of several launches reduces hierarchically
+// (within each launch over shared memory, across launches among one leader each).
+Result<std::unique_ptr<CollectiveBackend>> MakeBackend(BackendKind kind, MPI_Comm world, int local_rank,
+                                                       int locality_key);
 
 // The MPI backend alone (never fails to construct; world is bound on the first Rebuild or here).
 std::unique_ptr<CollectiveBackend> MakeMpiBackend(MPI_Comm world);

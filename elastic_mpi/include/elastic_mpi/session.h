@@ -59,6 +59,10 @@ struct SessionOptions {
   bool rigid = false;             // ELASTIC_MODE=rigid: never rescale
   std::string job_id = "standalone";
   std::uint32_t group_id = 0;     // this process's group (0 = base job)
+  // The base job's initial node groups (one launcher per node): node group i > 0 connects to the
+  // world of node groups 0..i-1 at Create() and merges; all keep group id 0. docs/runtime.md.
+  int node_group = 0;
+  int node_groups = 1;
   bool join = false;              // this group joins a running world through the rendezvous
   std::string join_token;         // 32 hex digits (joiners send it; parents check commands' tokens)
   std::string command_dir;        // rank 0 polls *.json command files here ("" = none)
@@ -77,15 +81,24 @@ struct SessionOptions {
 
   double spawn_timeout_s = 60;    // watchdog on MPI_Comm_spawn
   double connect_timeout_s = 60;  // watchdog on connect/accept and the token exchange
+  // Watchdog on the rescale point's collective and the backend's collectives: a rank that died
+  // (e.g. SIGKILL) makes the others stop with a clear error (exit 75) instead of hanging. It must
+  // exceed the longest time one rank can wait for the others at a step (0: off).
+  double collective_timeout_s = 20;
   double respawn_delay_s = 1;     // minimum pause between a shrink and the next spawn
   double poll_interval_s = 1;     // command polling period of rank 0
   BackendKind backend = BackendKind::kAuto;
+  bool hierarchical_allreduce = false;  // MPI backend in merged worlds: see MakeBackend
   bool bind = true;               // bind each rank to its share of the node's cores (hwloc)
   std::string metrics_file;       // JSON-lines metrics on rank 0 ("" = none)
-  std::string checkpoint_dir;
+  std::string checkpoint_dir;  // "" : <run_dir>/checkpoint when run_dir is set
+  std::string run_dir;
   // Install a SIGTERM handler: a group whose rank gets SIGTERM (scancel of its extension job,
   // preemption) leaves at the next rescale point; SIGTERM on the base group stops the job.
   bool handle_sigterm = true;
+  // Install a SIGUSR1 handler (Slurm's time-limit warning, sbatch --signal=USR1@60): every rank
+  // writes a checkpoint to checkpoint_dir at the next rescale point and training goes on.
+  bool handle_sigusr1 = true;
   // argv of the program that MPI_Comm_spawn starts; empty: this program with its own arguments
   // (read from /proc/self).
   std::vector<std::string> spawn_command;
@@ -175,6 +188,10 @@ class Session {
   Status WriteCheckpoint(const std::string& path);
   // Every rank reads path into its registered buffers (names and sizes must match).
   Status ReadCheckpoint(const std::string& path);
+  // Where checkpoints on signals and commands go: <checkpoint_dir>/checkpoint.bin ("" : none).
+  std::string checkpoint_path() const;
+  // Checkpoints written at rescale points (SIGUSR1, SIGTERM on the base group, a command).
+  int checkpoints_written() const noexcept;
 
   struct Impl;
 

@@ -884,7 +884,7 @@ EpochResult Controller::Epoch(const std::vector<NodeInfo>& nodes, const std::vec
   // Rigid running jobs are fixed load; elastic jobs on unusable nodes keep what they hold.
   for (const auto& j : sjobs) {
     if (j.state != SlurmJobState::kRunning || j.gpus == 0 || extension_jobs.count(j.id) || jobs_.count(j.id)) continue;
-    if (j.name.rfind("elastic-ext:", 0) == 0) continue;
+    if (j.admin_comment.rfind("elastic-ext ", 0) == 0) continue;  // an extension (only admins set this)
     capacity[j.gpu_type] -= j.gpus;
   }
   for (const auto& [id, job] : jobs_) {
@@ -943,7 +943,7 @@ EpochResult Controller::Epoch(const std::vector<NodeInfo>& nodes, const std::vec
   // Pending jobs (rigid or elastic) are demand at their requested size.
   for (const auto& j : sjobs) {
     if (j.state != SlurmJobState::kPending || !j.waits_for_resources || j.gpus == 0) continue;
-    if (j.name.rfind("elastic-ext:", 0) == 0) continue;
+    if (extension_jobs.count(j.id) || j.admin_comment.rfind("elastic-ext ", 0) == 0) continue;
     optimizer::Job oj;
     oj.id = "pending:" + std::to_string(j.id);
     oj.owner = j.user;
@@ -1164,13 +1164,24 @@ void Controller::Reconcile() {
   std::map<uint32_t, const JobInfo*> by_id;
   for (const auto& j : sjobs) by_id[j.id] = &j;
 
-  // Extension jobs in Slurm: adopt what the database knows, cancel what it does not.
+  // Extension jobs in Slurm: adopt what the database knows, cancel what it does not. A job is
+  // an extension when its admin_comment says so (only administrators and elasticd set it), or,
+  // for a submission interrupted before the comment was set, when it is held, carries the name
+  // elasticd gives, belongs to the parent's owner and matches an intent in the database. A
+  // user's own job that merely borrows the name is left alone.
   for (const auto& j : sjobs) {
-    if (j.name.rfind("elastic-ext:", 0) != 0) continue;
     if (j.state != SlurmJobState::kPending && j.state != SlurmJobState::kRunning) continue;
     unsigned parent = 0;
     int group = 0;
-    if (std::sscanf(j.name.c_str(), "elastic-ext:%u:%d", &parent, &group) != 2) continue;
+    bool linked = std::sscanf(j.admin_comment.c_str(), "elastic-ext parent=%u group=%d", &parent, &group) == 2;
+    if (!linked) {
+      if (!j.held || std::sscanf(j.name.c_str(), "elastic-ext:%u:%d", &parent, &group) != 2) continue;
+      Extension* intent = FindExtension(parent, group);
+      auto owner = jobs_.find(parent);
+      if (intent == nullptr || intent->state != "submitting" || owner == jobs_.end() || owner->second.uid != j.user_id) {
+        continue;
+      }
+    }
     Extension* e = FindExtension(parent, group);
     if (e != nullptr && (e->slurm_job == 0 || e->slurm_job == j.id) && jobs_.count(parent)) {
       if (e->slurm_job == 0) {  // submitted before the crash, not yet recorded

@@ -971,6 +971,10 @@ Result<std::unique_ptr<Session>> Session::Create(SessionOptions options, int* ar
     ELASTIC_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
     s.own_mpi = true;
   }
+  // At the end of a job whose world spans several launches (extension jobs), the groups finalize
+  // independently and a TCP peer may already be gone when the last bytes go out: that must be an
+  // EPIPE for Open MPI to ignore, not a SIGPIPE that kills a rank that finished its work.
+  std::signal(SIGPIPE, SIG_IGN);
   if (s.options.handle_sigterm) {
     struct sigaction sa {};
     sa.sa_handler = OnTerminate;

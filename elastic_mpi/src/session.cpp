@@ -1038,6 +1038,21 @@ Result<std::unique_ptr<Session>> Session::Create(SessionOptions options, int* ar
 
 Session::~Session() {
   Impl& s = *impl_;
+  // A world that spans several launches (groups that joined by connect/accept or spawn) is
+  // taken apart group by group, latest first, before MPI_Finalize: finalizing a merged world
+  // lets each launch tear down its TCP links while the others still send (seen as a hang in
+  // MPI_Finalize at the end of a job). Every rank reaches this point together at the end of
+  // training; a watchdog keeps a missing rank from turning it into a silent hang.
+  if (s.begun && !s.left && !s.stop && s.world != MPI_COMM_NULL && s.groups.size() > 1) {
+    detail::Watchdog watchdog("leaving the merged world at the end of the job", s.options.connect_timeout_s);
+    while (s.groups.size() > 1 && !s.left) {
+      Status st = s.Shrink(s.groups.back().id);
+      if (!st.ok()) {
+        Log(LogLevel::kWarning, kComponent, "leaving the merged world at the end: ", st.message());
+        break;
+      }
+    }
+  }
   s.backend.reset();
   if (s.world != MPI_COMM_NULL) MPI_Comm_free(&s.world);
   // Inter-communicators of groups still present are disconnected only by a shrink; at the end of

@@ -210,9 +210,16 @@ Status ReplyStatus(const nlohmann::json& reply) {
     return Status(ErrorKind::kProtocol, "not a reply");
   }
   if (reply["ok"].get<bool>()) return Status::Ok();
-  const auto& err = reply.value("error", nlohmann::json::object());
-  std::string kind = err.value("kind", "internal");
-  std::string message = err.value("message", "error without a message");
+  // A peer's malformed error is a protocol error, never an exception escaping to the caller.
+  auto err = reply.find("error");
+  if (err == reply.end() || !err->is_object()) return Status(ErrorKind::kProtocol, "error reply without an error object");
+  auto kind_it = err->find("kind");
+  auto message_it = err->find("message");
+  if ((kind_it != err->end() && !kind_it->is_string()) || (message_it != err->end() && !message_it->is_string())) {
+    return Status(ErrorKind::kProtocol, "error reply with a malformed kind or message");
+  }
+  std::string kind = kind_it != err->end() ? kind_it->get<std::string>() : "internal";
+  std::string message = message_it != err->end() ? message_it->get<std::string>() : "error without a message";
   for (ErrorKind k : {ErrorKind::kInvalidArgument, ErrorKind::kConfig, ErrorKind::kUnavailable,
                       ErrorKind::kPermission, ErrorKind::kNotFound, ErrorKind::kTimeout, ErrorKind::kProtocol}) {
     if (ErrorKindName(k) == kind) return Status(k, message);

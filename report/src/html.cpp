@@ -68,7 +68,10 @@ std::string UsageChart(const Report& r) {
     for (size_t b = 0; b < v.size(); ++b) stack[b] += v[b];
   }
   double max = stack.empty() ? 0 : *std::max_element(stack.begin(), stack.end());
-  auto [ymax, ystep] = NiceAxis(max);
+  // Plain variables, not structured bindings: lambdas below capture them (clang < 16 cannot).
+  const auto axis = NiceAxis(max);
+  const double ymax = axis.first;
+  const double ystep = axis.second;
   std::string s = "<svg id=\"usage-chart\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 " + Num(kW, 0) + " " +
                   Num(kH, 0) + "\" width=\"" + Num(kW, 0) + "\" height=\"" + Num(kH, 0) +
                   "\" role=\"img\" aria-label=\"GPU-hours per account over time\">\n";
@@ -138,7 +141,9 @@ std::string JobChart(const JobTimeline& tl) {
   if (t1 <= t0) t1 = t0 + 1;
   int64_t gmax = 0;
   for (const auto& [t, g] : tl.steps) gmax = std::max(gmax, g);
-  auto [ymax, ystep] = NiceAxis(static_cast<double>(gmax) * 1.1 + 1);
+  const auto axis = NiceAxis(static_cast<double>(gmax) * 1.1 + 1);
+  double ymax = axis.first;
+  double ystep = axis.second;
   ystep = std::max(1.0, std::round(ystep));
   ymax = std::ceil(ymax / ystep) * ystep;
   auto x_of = [&](double t) { return kL + (t - t0) / (t1 - t0) * pw; };

@@ -53,10 +53,29 @@ struct Options {
   std::vector<std::string> program;
 };
 
-void Usage() {
-  std::fprintf(stderr,
-               "usage: elastic-launch --topology\n       elastic-launch [-n RANKS] [--join] [--uri FILE] [--run-dir DIR] [--oversubscribe] [--export VARS]\n"
-               "                      [--mpirun PATH] [--ompi-server PATH] [--wait S] -- PROGRAM [ARGS...]\n");
+void Usage(std::FILE* out = stderr) {
+  std::fprintf(out,
+               "Usage: elastic-launch [-n RANKS] [--oversubscribe] [--export VARS] [--run-dir DIR] -- PROGRAM [ARGS...]\n"
+               "       elastic-launch --join [--uri FILE|URI] [options] -- PROGRAM [ARGS...]\n"
+               "       elastic-launch --topology\n"
+               "       elastic-launch --help\n\n"
+               "What job scripts run in place of mpirun or torchrun, one per node:\n"
+               "    srun --ntasks-per-node=1 elastic-launch -- ./train ARGS...\n"
+               "It starts this node's ranks as its own children (one per GPU of the job on the node), starts the\n"
+               "job's MPI rendezvous (ompi-server) on the first node, merges the node groups into one world,\n"
+               "and in an elastic job registers with elasticd so that extension jobs can join.\n\n"
+               "  -n, --ranks N        ranks on this node (default: the job's GPUs here, SLURM_GPUS_ON_NODE, else 1)\n"
+               "  --join               start a group that joins a running job (extension jobs; elasticd uses it)\n"
+               "  --uri FILE|URI       the rendezvous to join (default: ELASTIC_RENDEZVOUS_URI)\n"
+               "  --run-dir DIR        the job's private directory (default: ELASTIC_RUN_DIR, else\n"
+               "                       <working directory>/.elastic/<job>)\n"
+               "  --oversubscribe      more ranks than cores (small test machines); ranks yield while idle\n"
+               "  --export VARS        comma-separated variables an extension job gets too\n"
+               "  --mpirun PATH        mpirun to use for several ranks (default: mpirun)\n"
+               "  --ompi-server PATH   ompi-server to start (default: ompi-server)\n"
+               "  --wait S             seconds to wait for the rendezvous URI (default 60)\n"
+               "  --topology           print this node's topology (cores, NUMA nodes, GPUs) as JSON and exit\n\n"
+               "Exit status: the ranks' own; 2 usage, 69 no rendezvous, 71 the ranks could not be started.\n");
 }
 
 volatile sig_atomic_t g_child_group = 0;
@@ -145,6 +164,10 @@ bool Parse(int argc, char** argv, const elastic::mpi::Config& config, Options* o
     }
     auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
     const char* v = nullptr;
+    if (a == "-h" || a == "--help") {
+      Usage(stdout);
+      std::exit(0);
+    }
     if (a == "--join") o->join = true;
     else if (a == "--topology") o->topology = true;
     else if (a == "--oversubscribe") o->oversubscribe = true;

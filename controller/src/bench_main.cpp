@@ -73,11 +73,7 @@ int Replay(const std::map<std::string, std::string>& o) {
     std::fprintf(stderr, "elasticd-bench: %s\n", db.status().message().c_str());
     return kFailure;
   }
-  for (const auto& r : snap.value().registry) {
-    db.value()->Run("INSERT INTO jobs (job_id, uid, user, account, state, registered_at, data) VALUES (?,?,?,?,?,?,?)",
-                    {r.at("id").get<int64_t>(), r.value("uid", int64_t{0}), r.value("user", ""), r.value("account", ""),
-                     std::string("running"), r.value("registered_at", 0.0), r.dump()});
-  }
+  SeedRegistry(*db.value(), snap.value().registry);
   ControllerConfig cfg;
   cfg.min_rescale_interval_s = 0;
   if (o.count("--policy")) cfg.policy = o.at("--policy");

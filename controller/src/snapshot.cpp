@@ -86,6 +86,14 @@ Result<RecordedSnapshot> SnapshotFromJson(const nlohmann::json& j) {
   return out;
 }
 
+void SeedRegistry(Database& db, const nlohmann::json& registry) {
+  for (const auto& r : registry) {
+    db.Run("INSERT INTO jobs (job_id, uid, user, account, state, registered_at, data) VALUES (?,?,?,?,?,?,?)",
+           {r.at("id").get<int64_t>(), r.value("uid", int64_t{0}), r.value("user", ""), r.value("account", ""),
+            std::string("running"), r.value("registered_at", 0.0), r.dump()});
+  }
+}
+
 RecordedSnapshot GenerateSnapshot(int nodes, int gpus_per_node, int types, int elastic_jobs, int pending, uint64_t seed) {
   std::mt19937_64 rng(seed);
   RecordedSnapshot s;

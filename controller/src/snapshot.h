@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "elastic/common/error.h"
+#include "db.h"
 #include "slurm_adapter.h"
 
 namespace elastic::controller {
@@ -23,6 +24,10 @@ struct RecordedSnapshot {
 };
 // kInvalidArgument naming the first malformed entry.
 Result<RecordedSnapshot> SnapshotFromJson(const nlohmann::json& j);
+
+// Writes a recorded registry (ElasticJob records) into a state database as running jobs, so that
+// a Controller opened on it starts with them (replays, benchmarks and tests without Slurm).
+void SeedRegistry(Database& db, const nlohmann::json& registry);
 
 // A synthetic snapshot: `nodes` nodes of `gpus_per_node` GPUs over `types` GPU types, and
 // `elastic_jobs` running elastic jobs (1-4 GPUs each, up to 4x their base) placed on them,

@@ -16,11 +16,7 @@ namespace {
 std::unique_ptr<Controller> MakeController(const RecordedSnapshot& snap, ControllerConfig cfg = {}) {
   auto db = Database::Open(":memory:");
   EXPECT_TRUE(db.ok());
-  for (const auto& r : snap.registry) {
-    db.value()->Run("INSERT INTO jobs (job_id, uid, user, account, state, registered_at, data) VALUES (?,?,?,?,?,?,?)",
-                    {r.at("id").get<int64_t>(), r.value("uid", int64_t{0}), r.value("user", ""),
-                     r.value("account", ""), std::string("running"), r.value("registered_at", 0.0), r.dump()});
-  }
+  SeedRegistry(*db.value(), snap.registry);
   cfg.min_rescale_interval_s = 0;
   return std::make_unique<Controller>(cfg, std::move(db).value(), nullptr);
 }

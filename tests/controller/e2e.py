@@ -5,7 +5,8 @@ import json
 import os
 import time
 
-from clustertest import CLUSTER_DIR, run, sbatch, job_workdir
+from clustertest import CLUSTER_DIR, ClusterTestCase, run, sbatch, job_workdir, wait_job
+from elasticd_fixture import Elasticd
 
 CTL = os.path.join(CLUSTER_DIR, "bin", "elasticctl")
 LAUNCH = os.path.join(CLUSTER_DIR, "bin", "elastic-launch")
@@ -60,3 +61,24 @@ def extension_jobs(parent):
 def gpus_of(job):
     j = status().get(job)
     return j["gpus"] if j else None
+
+
+class ElasticdTestCase(ClusterTestCase):
+    """A test with its own elasticd (epoch EPOCH seconds, two epochs between rescales of a job);
+    jobs appended to self.jobs are cancelled and waited for afterwards."""
+
+    EPOCH = 3
+
+    def setUp(self):
+        self.d = Elasticd(self.id().split(".")[-1], epoch=self.EPOCH, min_rescale_interval=2 * self.EPOCH).start()
+        self.jobs = []
+
+    def tearDown(self):
+        for job in self.jobs:
+            run(["scancel", str(job)], check=False)
+        for job in self.jobs:
+            try:
+                wait_job(job, timeout=60)
+            except AssertionError:
+                pass
+        self.d.stop()

@@ -8,28 +8,13 @@ import sqlite3
 import time
 import unittest
 
-from clustertest import JOB_USER, ClusterTestCase, job_workdir, read, run, sacct, sbatch, wait_job, job_state
-from e2e import extension_jobs, gpus_of, status, submit_trainer, wait_until
-from elasticd_fixture import Elasticd
+from clustertest import JOB_USER, job_workdir, read, run, sacct, sbatch, wait_job, job_state
+from e2e import ElasticdTestCase, extension_jobs, gpus_of, status, submit_trainer, wait_until
 
-EPOCH = 3
+EPOCH = ElasticdTestCase.EPOCH
 
 
-class ElasticEndToEndTest(ClusterTestCase):
-
-    def setUp(self):
-        self.d = Elasticd(self.id().split(".")[-1], epoch=EPOCH, min_rescale_interval=2 * EPOCH).start()
-        self.jobs = []
-
-    def tearDown(self):
-        for job in self.jobs:
-            run(["scancel", str(job)], check=False)
-        for job in self.jobs:
-            try:
-                wait_job(job, timeout=60)
-            except AssertionError:
-                pass
-        self.d.stop()
+class ElasticEndToEndTest(ElasticdTestCase):
 
     def registered(self, job):
         wait_until(lambda: status().get(job, {}).get("launcher_ready"), 60, f"job {job} to register its launcher")

@@ -12,12 +12,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(SOURCE, "tests", "controller"))
 
-from clustertest import CLUSTER_DIR, ClusterTestCase, job_workdir, read, run, sbatch, wait_job  # noqa: E402
-from e2e import extension_jobs, gpus_of, status, wait_until  # noqa: E402
-from elasticd_fixture import Elasticd  # noqa: E402
+from clustertest import CLUSTER_DIR, job_workdir, read, run, sbatch, wait_job  # noqa: E402
+from e2e import ElasticdTestCase, extension_jobs, gpus_of, status, wait_until  # noqa: E402
 
 BUILD = os.environ.get("ELASTIC_BUILD_DIR", os.path.join(SOURCE, "build"))
-EPOCH = 3
+EPOCH = ElasticdTestCase.EPOCH
 
 
 def install_python_files():
@@ -38,21 +37,7 @@ def install_python_files():
     return pydir, os.path.join(exdir, "train_mlp.py")
 
 
-class PyTorchElasticSlurmTest(ClusterTestCase):
-    def setUp(self):
-        self.d = Elasticd("pytorch", epoch=EPOCH, min_rescale_interval=2 * EPOCH).start()
-        self.jobs = []
-
-    def tearDown(self):
-        for job in self.jobs:
-            run(["scancel", str(job)], check=False)
-        for job in self.jobs:
-            try:
-                wait_job(job, timeout=60)
-            except AssertionError:
-                pass
-        self.d.stop()
-
+class PyTorchElasticSlurmTest(ElasticdTestCase):
     def test_grown_by_elasticd_and_completes(self):
         pydir, script = install_python_files()
         with open(os.path.join(SOURCE, "jobscripts", "pytorch_elastic.sbatch")) as f:

@@ -122,6 +122,17 @@ std::vector<config::KeySpec> Table(ControllerConfig& c) {
        }},
       {"extensions.ready_timeout", "seconds an extension may take to join before it is cancelled (default 300)",
        [&](std::string_view v) { return Seconds(v, "extensions.ready_timeout", 10, 86400, c.ready_timeout_s); }},
+      {"recovery.restart_world_lost",
+       "1: requeue a job whose batch script exits 75 (a rank of its world died; it resumes from its "
+       "last checkpoint), 0: leave it failed (default 1)",
+       [&](std::string_view v) {
+         return Apply(config::ParseBool(v, "recovery.restart_world_lost"), [&](bool b) { c.restart_world_lost = b; });
+       }},
+      {"recovery.max_restarts", "restarts of one job after which it is left failed, 0-100 (default 3)",
+       [&](std::string_view v) {
+         return Apply(config::ParseInt(v, 0, 100, "recovery.max_restarts"),
+                      [&](int64_t n) { c.max_restarts = static_cast<int>(n); });
+       }},
       {"limits.default_account_extension_gpus", "GPUs an account may hold through extensions (default: no limit)",
        [&](std::string_view v) {
          return Apply(config::ParseInt(v, 0, 1000000, "limits.default_account_extension_gpus"),

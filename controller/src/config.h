@@ -38,6 +38,9 @@ struct ControllerConfig {
   int64_t extension_max_time_min = 1440;
   std::string launcher = "/usr/bin/elastic-launch";
   double ready_timeout_s = 300;         // an extension that does not join by then is cancelled
+  // [recovery]
+  bool restart_world_lost = true;       // requeue a job that exits kExitWorldLost (75)
+  int max_restarts = 3;                 // Slurm restart count at which elasticd stops requeueing
   // [limits]
   int64_t default_account_extension_gpus = -1;            // -1: unlimited
   std::map<std::string, int64_t> account_extension_gpus;  // per-account cap on extension GPUs

@@ -10,6 +10,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "elastic/common/exit_codes.h"
 #include "elastic/common/log.h"
 #include "elastic/common/wire.h"
 #include "elastic/optimizer/policy.h"
@@ -157,6 +158,8 @@ void Controller::SetConfig(ControllerConfig config) {
 }
 
 void Controller::LoadState() {
+  db_->Run("SELECT job_id FROM jobs WHERE state = 'restart'", {},
+           [&](sqlite3_stmt* st) { restarts_.insert(static_cast<uint32_t>(Database::Int(st, 0))); });
   db_->Run("SELECT data FROM jobs WHERE state = 'running'", {}, [&](sqlite3_stmt* st) {
     ElasticJob job = ElasticJob::FromJson(nlohmann::json::parse(Database::Text(st, 0)));
     jobs_[job.id] = std::move(job);
@@ -329,6 +332,11 @@ nlohmann::json Controller::OnRegister(uid_t uid, const Json& msg) {
   ElasticJob job;
   auto old = jobs_.find(id);
   if (old != jobs_.end()) job = old->second;  // a restarted batch step registers again
+  // A requeued job registers afresh: its group ids continue after those it used before.
+  db_->Run("SELECT COALESCE(MAX(grp), 0) FROM extensions WHERE parent = ?", {int64_t{id}}, [&](sqlite3_stmt* st) {
+    job.next_group = std::max(job.next_group, static_cast<int>(Database::Int(st, 0)) + 1);
+  });
+  restarts_.erase(id);
   job.id = id;
   job.uid = j.user_id;
   job.gid = j.group_id;
@@ -665,6 +673,45 @@ void Controller::EndJob(ElasticJob& job, const std::string& why) {
   jobs_.erase(job.id);
 }
 
+void Controller::FinishRestart(uint32_t job, const std::string& action, const Json& detail) {
+  restarts_.erase(job);
+  db_->Run("UPDATE jobs SET state = 'ended' WHERE job_id = ? AND state = 'restart'", {int64_t{job}});
+  Audit(std::nullopt, action, job, detail);
+}
+
+void Controller::RestartLostWorlds(const std::map<uint32_t, const JobInfo*>& by_id) {
+  for (uint32_t id : std::vector<uint32_t>(restarts_.begin(), restarts_.end())) {
+    auto it = by_id.find(id);
+    if (it == by_id.end()) {
+      Log(LogLevel::kWarning, kComponent, "job ", id, " not restarted: slurmctld no longer knows it");
+      FinishRestart(id, "restart_failed", {{"why", "unknown to slurmctld"}});
+      continue;
+    }
+    const JobInfo& j = *it->second;
+    if (j.state != SlurmJobState::kEnded) {  // requeued already (by elasticd before a crash, or by hand)
+      FinishRestart(id, "restarted", {{"by", "slurm"}, {"restarts", j.restarts}});
+      continue;
+    }
+    if (j.completing) continue;  // Slurm still ends its processes: next epoch
+    if (j.restarts >= config_.max_restarts) {
+      Log(LogLevel::kError, kComponent, "job ", id, " lost a rank again and is left failed: restarted ", j.restarts,
+          " times already (recovery.max_restarts = ", config_.max_restarts, ")");
+      FinishRestart(id, "restart_refused", {{"restarts", j.restarts}});
+      continue;
+    }
+    Status s = slurm_->Requeue(id);
+    if (s.kind() == ErrorKind::kUnavailable) continue;  // completing after all: next epoch
+    if (!s.ok()) {
+      Log(LogLevel::kError, kComponent, "job ", id, " not restarted: ", s.message());
+      FinishRestart(id, "restart_failed", {{"why", s.message()}});
+      continue;
+    }
+    Log(LogLevel::kInfo, kComponent, "requeued job ", id, " (a rank of its world died; restart ", j.restarts + 1,
+        " of at most ", config_.max_restarts, "): it resumes from its last checkpoint");
+    FinishRestart(id, "restarted", {{"by", "elasticd"}, {"restarts", j.restarts + 1}});
+  }
+}
+
 Status Controller::SubmitExtension(ElasticJob& job, const std::string& node, int gpus) {
   if (!job.launcher.is_object()) return Status(ErrorKind::kUnavailable, "the job's launcher has not registered");
   Extension e;
@@ -838,7 +885,20 @@ EpochResult Controller::Epoch(const std::vector<NodeInfo>& nodes, const std::vec
       auto it = by_id.find(id);
       if (it == by_id.end() || it->second->state != SlurmJobState::kRunning) gone.push_back(id);
     }
-    for (uint32_t id : gone) EndJob(jobs_.at(id), "is no longer running in Slurm");
+    for (uint32_t id : gone) {
+      auto it = by_id.find(id);
+      const JobInfo* info = it == by_id.end() ? nullptr : it->second;
+      if (info != nullptr && info->state == SlurmJobState::kEnded && info->exit_code == kExitWorldLost) {
+        EndJob(jobs_.at(id), "ended with exit code 75: a rank of its world died");
+        if (config_.restart_world_lost) {
+          db_->Run("UPDATE jobs SET state = 'restart' WHERE job_id = ?", {int64_t{id}});
+          restarts_.insert(id);
+        }
+        continue;
+      }
+      EndJob(jobs_.at(id), "is no longer running in Slurm");
+    }
+    RestartLostWorlds(by_id);
     std::vector<int64_t> ext_ids;
     for (const auto& [id, e] : extensions_) ext_ids.push_back(id);
     for (int64_t id : ext_ids) {

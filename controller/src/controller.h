@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <set>
 #include <memory>
 #include <optional>
 #include <string>
@@ -148,12 +149,17 @@ class Controller {
   Status SubmitExtension(ElasticJob& job, const std::string& node, int gpus);
   std::vector<optimizer::Option> JobOptions(const ElasticJob& job, int max_gpus, int gpus_per_node) const;
   void LoadState();
+  // Jobs whose batch script ended with kExitWorldLost (75): requeued once Slurm has cleaned them
+  // up, unless recovery.restart_world_lost is off or they were restarted max_restarts times.
+  void RestartLostWorlds(const std::map<uint32_t, const JobInfo*>& by_id);
+  void FinishRestart(uint32_t job, const std::string& action, const Json& detail);
 
   ControllerConfig config_;
   std::unique_ptr<Database> db_;
   std::unique_ptr<SlurmAdapter> slurm_;
   std::map<uint32_t, ElasticJob> jobs_;          // running elastic jobs (ended ones stay in the DB)
   std::map<int64_t, Extension> extensions_;      // every non-final extension
+  std::set<uint32_t> restarts_;                  // ended jobs to requeue (state 'restart' in the DB)
   bool paused_all_ = false;
   int64_t epochs_ = 0;
 };

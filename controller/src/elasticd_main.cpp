@@ -2,7 +2,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <csignal>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -71,18 +73,73 @@ void ApplyLogging(const ControllerConfig& c) {
   Logger::Get().SetLevel(*ParseLogLevel(c.log_level));
 }
 
-// The state database holds join tokens: its directory must not be writable by others and the
-// file must be readable by its owner only.
-Status PrepareStatePath(const std::string& db) {
-  std::filesystem::path dir = std::filesystem::path(db).parent_path();
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
+// What elasticd trusts at start: its configuration decides which program extension jobs run
+// and where state and logs go; its state database holds join tokens. None of it may be changed
+// by anyone but root or elasticd's own user, and the database may be read by nobody else.
+// Returns the first problem, naming the path, its mode and owner, and the fix.
+std::string ModeText(mode_t mode) {
+  char text[8];
+  std::snprintf(text, sizeof text, "%04o", static_cast<unsigned>(mode & 07777));
+  return text;
+}
+
+bool TrustedOwner(uid_t owner) { return owner == 0 || owner == ::geteuid(); }
+
+Status CheckNotWritableByOthers(const std::string& path, const char* what, bool must_exist) {
   struct stat st {};
-  if (::stat(dir.c_str(), &st) != 0) return Status(ErrorKind::kConfig, "cannot use state directory " + dir.string());
-  if (st.st_mode & (S_IWGRP | S_IWOTH)) {
-    return Status(ErrorKind::kConfig, "state directory " + dir.string() + " is writable by group or others");
+  if (::stat(path.c_str(), &st) != 0) {
+    if (!must_exist && errno == ENOENT) return Status::Ok();
+    return Status(ErrorKind::kConfig, std::string("cannot use ") + what + " " + path + ": " + std::strerror(errno));
   }
-  ::umask(077);
+  if (!TrustedOwner(st.st_uid)) {
+    return Status(ErrorKind::kPermission, std::string(what) + " " + path + " belongs to uid " +
+                                              std::to_string(st.st_uid) + ", not to root or elasticd's user");
+  }
+  // A sticky directory writable by all (/tmp) is fine for a directory: others cannot replace
+  // what elasticd owns there.
+  const bool sticky_dir = S_ISDIR(st.st_mode) && (st.st_mode & S_ISVTX);
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !sticky_dir) {
+    return Status(ErrorKind::kPermission, std::string(what) + " " + path + " is writable by group or others (mode " +
+                                              ModeText(st.st_mode) + "): chmod go-w " + path);
+  }
+  return Status::Ok();
+}
+
+Status CheckStartupPermissions(const std::string& config_path, const ControllerConfig& c) {
+  Status s = CheckNotWritableByOthers(config_path, "configuration file", true);
+  if (!s.ok()) return s;
+  // The state directory is created (mode 0700) when missing.
+  const std::filesystem::path db(c.state_db);
+  std::error_code ec;
+  if (!std::filesystem::exists(db.parent_path(), ec)) {
+    std::filesystem::create_directories(db.parent_path(), ec);
+    if (ec) return Status(ErrorKind::kConfig, "cannot create state directory " + db.parent_path().string() + ": " + ec.message());
+    ::chmod(db.parent_path().c_str(), 0700);
+  }
+  s = CheckNotWritableByOthers(db.parent_path().string(), "state directory", true);
+  if (!s.ok()) return s;
+  for (const std::string& path : {c.state_db, c.state_db + "-wal", c.state_db + "-shm"}) {
+    s = CheckNotWritableByOthers(path, "state database", false);
+    if (!s.ok()) return s;
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0 && (st.st_mode & (S_IRWXG | S_IRWXO))) {
+      return Status(ErrorKind::kPermission, "state database " + path + " (join tokens) is readable by group or others (mode " +
+                                                ModeText(st.st_mode) + "): chmod 600 " + path);
+    }
+  }
+  if (!c.log_file.empty()) {
+    s = CheckNotWritableByOthers(c.log_file, "log file", false);
+    if (!s.ok()) return s;
+    s = CheckNotWritableByOthers(std::filesystem::path(c.log_file).parent_path().string(), "log directory", true);
+    if (!s.ok()) return s;
+  }
+  if (!c.munge_socket.empty()) {
+    struct stat st {};
+    if (::stat(c.munge_socket.c_str(), &st) == 0 && !S_ISSOCK(st.st_mode)) {
+      return Status(ErrorKind::kConfig, "controller.munge_socket " + c.munge_socket + " is not a socket");
+    }
+  }
+  ::umask(077);  // everything elasticd creates (database, WAL, log) is its own
   return Status::Ok();
 }
 
@@ -92,15 +149,16 @@ int Run(const std::string& path) {
     std::fprintf(stderr, "elasticd: %s\n", cfg.status().message().c_str());
     return kFailure;
   }
+  // Checked before the log file is opened: a refusal goes to standard error.
+  Status s = CheckStartupPermissions(path, cfg.value());
+  if (!s.ok()) {
+    std::fprintf(stderr, "elasticd: refusing to start: %s\n", s.message().c_str());
+    return kFailure;
+  }
   try {
     ApplyLogging(cfg.value());
   } catch (const Error& e) {
     std::fprintf(stderr, "elasticd: %s\n", e.what());
-    return kFailure;
-  }
-  Status s = PrepareStatePath(cfg.value().state_db);
-  if (!s.ok()) {
-    Log(LogLevel::kError, "", s.message());
     return kFailure;
   }
   auto db = Database::Open(cfg.value().state_db);

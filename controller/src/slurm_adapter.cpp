@@ -1,6 +1,7 @@
 #include "slurm_adapter.h"
 
 #include <pwd.h>
+#include <sys/wait.h>
 #include <csignal>
 
 #include <chrono>
@@ -71,6 +72,10 @@ JobInfo FromRecord(const slurm_job_info_t& j) {
   if (j.time_limit != INFINITE && j.time_limit != NO_VAL) job.time_limit_s = static_cast<int64_t>(j.time_limit) * 60;
   job.end_time = static_cast<int64_t>(j.end_time);
   job.start_time = static_cast<int64_t>(j.start_time);
+  job.failed = (j.job_state & JOB_STATE_BASE) == JOB_FAILED;
+  job.completing = (j.job_state & JOB_COMPLETING) != 0;
+  if (job.state == SlurmJobState::kEnded && WIFEXITED(j.exit_code)) job.exit_code = WEXITSTATUS(j.exit_code);
+  job.restarts = static_cast<int>(j.restart_cnt);
   return job;
 }
 
@@ -248,6 +253,25 @@ Status SlurmAdapter::Cancel(uint32_t job_id) {
     int err = slurm_get_errno();
     if (err == ESLURM_ALREADY_DONE || err == ESLURM_INVALID_JOB_ID) return Status::Ok();
     return SlurmError("cannot cancel job " + std::to_string(job_id));
+  }
+  return Status::Ok();
+}
+
+Status SlurmAdapter::Requeue(uint32_t job_id) {
+  Timed t("slurm_requeue");
+  if (slurm_requeue(job_id, 0) != SLURM_SUCCESS) {
+    const int err = slurm_get_errno();
+    if (err == ESLURM_TRANSITION_STATE_NO_UPDATE || err == ESLURM_JOB_PENDING) {
+      return Status(ErrorKind::kUnavailable, "job " + std::to_string(job_id) + " is still completing");
+    }
+    return SlurmError("cannot requeue job " + std::to_string(job_id));
+  }
+  job_desc_msg_t u;
+  slurm_init_job_desc_msg(&u);
+  u.job_id = job_id;
+  u.begin_time = time(nullptr);
+  if (slurm_update_job(&u) != SLURM_SUCCESS) {
+    return SlurmError("job " + std::to_string(job_id) + " requeued, but its start time was not reset");
   }
   return Status::Ok();
 }

@@ -45,6 +45,12 @@ struct JobInfo {
   int64_t time_limit_s = 0;  // 0: none
   int64_t end_time = 0;    // expected end (running jobs), seconds since the epoch
   int64_t start_time = 0;
+  // Ended jobs: the batch script's exit status (-1: killed by a signal or unknown), whether the
+  // job ended FAILED, and whether Slurm is still cleaning up its processes (COMPLETING).
+  int exit_code = -1;
+  bool failed = false;
+  bool completing = false;
+  int restarts = 0;        // times Slurm has requeued the job (SLURM_RESTART_COUNT)
 };
 
 struct ExtensionSubmission {
@@ -79,6 +85,10 @@ class SlurmAdapter {
   Status Release(uint32_t job_id);
   // Cancels a job (SIGKILL to every step, as scancel does). A job that already ended is fine.
   Status Cancel(uint32_t job_id);
+  // Requeues an ended batch job and makes it eligible at once (Slurm delays a requeued job's
+  // start by two minutes otherwise), as `scontrol requeue` + `scontrol update StartTime=now`.
+  // kUnavailable while the job is still completing: try again later.
+  Status Requeue(uint32_t job_id);
 };
 
 // "gpu:a100:4(S:0)" / "gpu:4" -> (type, count); several GRES are comma separated.

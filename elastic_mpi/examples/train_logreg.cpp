@@ -21,6 +21,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -56,6 +57,7 @@ struct Options {
   double tolerance = 1e-9;
   std::string checkpoint;     // written (collectively) when training ends or stops at --stop-at-step
   std::string restore_from;   // read on every rank after Begin(): continue where the checkpoint was
+  bool resume = false;        // restore the session's own checkpoint (checkpoint_path()) if there is one
   std::uint64_t stop_at_step = 0;  // stop at this step (0: never), after the checkpoint
   std::size_t state_mb = 0;   // extra registered state (MB), to measure hand-over and restart costs
   std::uint64_t die_at_step = 0;   // tests: the last rank of group --die-group SIGKILLs itself
@@ -71,6 +73,7 @@ void Usage() {
                "usage: elastic-train-logreg [--samples N] [--features D] [--epochs E] [--batch B]\n"
                "         [--lr X] [--momentum X] [--seed S] [--sleep-ms MS] [--compute-us-per-sample US]\n"
                "         [--model-out FILE] [--ids-dir DIR] [--checkpoint FILE] [--restore-from FILE]\n"
+               "         [--resume]\n"
                "         [--stop-at-step N] [--state-mb MB] [--die-at-step N --die-group G]\n"
                "       elastic-train-logreg --verify-ids DIR --samples N --epochs E\n"
                "       elastic-train-logreg --compare A B [--tolerance T]\n");
@@ -87,6 +90,10 @@ bool Parse(int argc, char** argv, Options* o) {
       return argv[++i];
     };
     const char* v = nullptr;
+    if (a == "--resume") {  // a restarted job (elasticd requeued it) continues from its checkpoint
+      o->resume = true;
+      continue;
+    }
     if (a == "--compare") {
       if (i + 2 >= argc) return false;
       o->compare_a = argv[++i];
@@ -268,18 +275,28 @@ int Train(int argc, char** argv, const Options& o) {
     return kExitError;
   }
   bool restored = false;
-  if (!o.restore_from.empty() && !session->newcomer()) {
-    if (auto s = session->ReadCheckpoint(o.restore_from); !s.ok()) {
+  std::string restore_from = o.restore_from;
+  if (restore_from.empty() && o.resume && !session->checkpoint_path().empty() &&
+      std::filesystem::exists(session->checkpoint_path())) {
+    restore_from = session->checkpoint_path();
+  }
+  if (!restore_from.empty() && !session->newcomer()) {
+    if (auto s = session->ReadCheckpoint(restore_from); !s.ok()) {
       std::fprintf(stderr, "elastic-train-logreg: %s\n", s.ToString().c_str());
       return kExitError;
     }
     restored = true;
     if (session->rank() == 0) {
       std::fprintf(stderr, "elastic-train-logreg: restored %s at epoch %llu, cursor %llu (world %d)\n",
-                   o.restore_from.c_str(), static_cast<unsigned long long>(sharder.cursor().epoch),
+                   restore_from.c_str(), static_cast<unsigned long long>(sharder.cursor().epoch),
                    static_cast<unsigned long long>(sharder.cursor().cursor), session->size());
     }
   }
+  // A broken world (a rank died: MPI failed, kUnavailable) ends with kExitWorldLost, so that
+  // elasticd restarts the job from its last checkpoint; any other error is the program's own.
+  auto failure_code = [](const elastic::Status& s) {
+    return s.kind() == elastic::ErrorKind::kUnavailable ? elastic::mpi::kExitWorldLost : kExitError;
+  };
 
   std::vector<std::pair<std::uint64_t, std::uint64_t>> processed;  // (epoch, sample)
   std::vector<double> local(d + 1);
@@ -292,7 +309,7 @@ int Train(int argc, char** argv, const Options& o) {
     auto changed = session->RescalePoint();
     if (!changed.ok()) {
       std::fprintf(stderr, "elastic-train-logreg: rescale failed: %s\n", changed.status().ToString().c_str());
-      return kExitError;
+      return failure_code(changed.status());
     }
     if (session->should_stop()) break;
     if (sharder.cursor().epoch >= o.epochs) break;  // identical on every rank
@@ -321,7 +338,7 @@ int Train(int argc, char** argv, const Options& o) {
     reduced[d + 2] = loss;
     if (auto s = session->backend().AllreduceSum(reduced.data(), reduced.size()); !s.ok()) {
       std::fprintf(stderr, "elastic-train-logreg: allreduce failed: %s\n", s.ToString().c_str());
-      return kExitError;
+      return failure_code(s);
     }
     const double count = reduced[d + 1];
     for (std::size_t j = 0; j <= d; ++j) {

@@ -256,6 +256,7 @@ Result<SessionOptions> SessionOptions::FromConfig(const Config& config) {
                    boolean("bind", &o.bind), boolean("hierarchical", &o.hierarchical_allreduce), number("spawn_timeout_s", &o.spawn_timeout_s),
                    number("connect_timeout_s", &o.connect_timeout_s),
                    number("collective_timeout_s", &o.collective_timeout_s),
+                   number("checkpoint_interval_s", &o.checkpoint_interval_s),
                    number("respawn_delay_s", &o.respawn_delay_s),
                    number("poll_interval_s", &o.poll_interval_s),
                    number("grad_noise_ema", &o.grad_noise_smoothing),
@@ -370,6 +371,7 @@ struct Session::Impl {
   bool checkpoint_requested = false;  // rank 0: a checkpoint command is pending
   std::optional<Command> checkpoint_command;
   int checkpoints_written = 0;
+  Clock::time_point last_checkpoint = Clock::now();  // rank 0: for checkpoint_interval_s
   MPI_Comm pending_inter = MPI_COMM_NULL;  // a newcomer's link to the parents, for Begin()
 
   explicit Impl(SessionOptions o) : options(std::move(o)), noise(options.grad_noise_smoothing) {}
@@ -1110,6 +1112,9 @@ Result<bool> Session::RescalePoint() {
     const Decision d = s.Decide();
     packet = {static_cast<std::int64_t>(d.action), d.count, d.group, d.global_batch, 0, 0};
     if (s.checkpoint_requested) packet[5] = 1;
+    if (s.options.checkpoint_interval_s > 0 && Seconds(s.last_checkpoint) >= s.options.checkpoint_interval_s) {
+      packet[5] = 1;
+    }
   }
   // Field 5: a checkpoint is wanted (SIGUSR1 on any rank: Slurm's time-limit warning; a command).
   if (g_checkpoint != 0) packet[5] = 1;
@@ -1145,8 +1150,9 @@ Result<bool> Session::RescalePoint() {
     }
     if (written.ok()) ++s.checkpoints_written;
     if (s.rank == 0) {
+      s.last_checkpoint = Clock::now();  // a failed write is retried one interval later
       if (written.ok()) {
-        Log(LogLevel::kWarning, kComponent, "checkpoint at step ", s.step, " written to ", dir, "/checkpoint.bin");
+        Log(LogLevel::kInfo, kComponent, "checkpoint at step ", s.step, " written to ", dir, "/checkpoint.bin");
       } else {
         Log(LogLevel::kError, kComponent, "checkpoint at step ", s.step, " not written: ", written.message());
       }

@@ -44,6 +44,8 @@ constexpr std::array kTable{
     Tunable{"poll_interval_s", "ELASTIC_POLL_INTERVAL_S", "1", "how often rank 0 polls for commands (s)"},
     Tunable{"run_dir", "ELASTIC_RUN_DIR", "", "the job's private directory"},
     Tunable{"checkpoint_dir", "ELASTIC_CHECKPOINT_DIR", "", "where checkpoints go"},
+    Tunable{"checkpoint_interval_s", "ELASTIC_CHECKPOINT_INTERVAL_S", "0",
+            "checkpoint at the first rescale point after this many seconds (0: on request only)"},
     Tunable{"standalone", "ELASTIC_STANDALONE", "0", "1: no controller, no Slurm"},
     Tunable{"join", "ELASTIC_JOIN", "0", "1: this group joins a running world (connect)"},
     Tunable{"schedule", "ELASTIC_SCHEDULE", "", "standalone rescale schedule, e.g. 2->4:128->2"},

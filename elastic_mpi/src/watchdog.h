@@ -10,10 +10,12 @@
 #include <string>
 #include <thread>
 
+#include "elastic/common/exit_codes.h"
+
 namespace elastic::mpi::detail {
 
-// Exit code of a process whose watchdog fired (EX_TEMPFAIL: the controller may retry).
-inline constexpr int kExitWatchdog = 75;
+// Exit code of a process whose watchdog fired.
+inline constexpr int kExitWatchdog = ::elastic::kExitWorldLost;
 
 // Arms on construction; Disarm() (or destruction) cancels it. When timeout_s passes first, it
 // logs an error naming `what` and ends the process with _exit(kExitWatchdog): an MPI call that

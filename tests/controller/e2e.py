@@ -13,15 +13,17 @@ LAUNCH = os.path.join(CLUSTER_DIR, "bin", "elastic-launch")
 TRAINER = os.path.join(CLUSTER_DIR, "bin", "elastic-train-logreg")
 
 
-def trainer_script(gpus, max_gpus, gpu_type="a100", samples=4000, epochs=40, batch=64, compute_us=400):
+def trainer_script(gpus, max_gpus, gpu_type="a100", samples=4000, epochs=40, batch=64, compute_us=400,
+                   sbatch_lines="", env="", trainer_args=""):
     """An elastic job: the example trainer, one rank per GPU, emulating GPU time per sample."""
     return f"""#!/bin/bash
 #SBATCH --elastic-gpus={gpus}:{max_gpus}
 #SBATCH --gres=gpu:{gpu_type}:{gpus}
 #SBATCH -o job-%j.out
-export OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
+{sbatch_lines}
+export OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo {env}
 srun --ntasks-per-node=1 {LAUNCH} --oversubscribe -- {TRAINER} --samples {samples} --epochs {epochs} \\
-     --batch {batch} --compute-us-per-sample {compute_us}
+     --batch {batch} --compute-us-per-sample {compute_us} {trainer_args}
 exit $?
 """
 

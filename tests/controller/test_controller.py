@@ -198,6 +198,47 @@ class ControllerTest(ClusterTestCase):
             self.d.proc.send_signal(signal.SIGHUP)
             time.sleep(0.5)
 
+    def test_refuses_unsafe_file_permissions(self):
+        """elasticd checks at start that nobody but root can change what it trusts (its
+        configuration, state and log) or read its join tokens (the state database)."""
+        d = Elasticd("perms")  # not started: every case below must stop elasticd before it listens
+
+        def refused(expected):
+            proc = subprocess.run([ELASTICD, "--config", d.conf], capture_output=True, text=True, timeout=30)
+            self.assertEqual(proc.returncode, 1, proc.stderr)
+            self.assertIn("elasticd: refusing to start: ", proc.stderr)
+            self.assertIn(expected, proc.stderr)
+
+        os.chmod(d.conf, 0o666)
+        refused(f"configuration file {d.conf} is writable by group or others (mode 0666): chmod go-w {d.conf}")
+        os.chmod(d.conf, 0o644)
+        os.chown(d.conf, 65534, 65534)
+        refused(f"configuration file {d.conf} belongs to uid 65534, not to root or elasticd's user")
+        os.chown(d.conf, 0, 0)
+
+        os.chmod(d.dir, 0o777)
+        refused(f"state directory {d.dir} is writable by group or others (mode 0777)")
+        os.chmod(d.dir, 0o755)
+
+        with open(d.db, "w"):
+            pass
+        os.chmod(d.db, 0o644)
+        refused(f"state database {d.db} (join tokens) is readable by group or others (mode 0644): chmod 600 {d.db}")
+        os.chmod(d.db, 0o622)
+        refused(f"state database {d.db} is writable by group or others (mode 0622)")
+        os.remove(d.db)
+
+        with open(d.log, "w"):
+            pass
+        os.chmod(d.log, 0o666)
+        refused(f"log file {d.log} is writable by group or others (mode 0666)")
+        os.remove(d.log)
+
+        conf = read(d.conf)
+        with open(d.conf, "w") as f:
+            f.write(re.sub(r"munge_socket = .*", f"munge_socket = {d.conf}", conf))
+        refused(f"controller.munge_socket {d.conf} is not a socket")
+
     def test_elasticctl_usage_errors(self):
         self.assertIn("Usage:", ctl("--help").stdout)
         proc = ctl("frobnicate")

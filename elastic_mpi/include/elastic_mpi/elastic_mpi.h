@@ -28,6 +28,10 @@ enum {
   ELASTIC_EINTERNAL = -8
 };
 
+/* Exit status for a program whose world broke (a call returned ELASTIC_EUNAVAILABLE): elasticd
+ * requeues a job whose batch script ends with it, and the job resumes from its last checkpoint. */
+#define ELASTIC_EXIT_WORLD_LOST 75
+
 typedef struct elastic_session elastic_session; /* opaque */
 
 /* Text of the calling thread's last error ("" when none). Valid until the next call. */

@@ -37,11 +37,16 @@
 #include "elastic/common/error.h"
 #include "elastic/common/log.h"
 #include "elastic_mpi/backend.h"
+#include "elastic/common/exit_codes.h"
 #include "elastic_mpi/metrics.h"
 #include "elastic_mpi/scaling.h"
 #include "elastic_mpi/tunables.h"
 
 namespace elastic::mpi {
+
+// Exit status for a program whose world broke (a call returned kUnavailable; the watchdogs exit
+// with it themselves): elasticd requeues the job and it resumes from its last checkpoint.
+inline constexpr int kExitWorldLost = ::elastic::kExitWorldLost;
 
 // One entry of a standalone schedule: the world size and (optionally) the global batch.
 struct ScheduleEntry {
@@ -92,6 +97,9 @@ struct SessionOptions {
   bool bind = true;               // bind each rank to its share of the node's cores (hwloc)
   std::string metrics_file;       // JSON-lines metrics on rank 0 ("" = none)
   std::string checkpoint_dir;  // "" : <run_dir>/checkpoint when run_dir is set
+  // Write a checkpoint at the first rescale point after this many seconds since the last one
+  // (0: only on request, SIGUSR1 and SIGTERM). The checkpoint a restarted job resumes from.
+  double checkpoint_interval_s = 0;
   std::string run_dir;
   // Install a SIGTERM handler: a group whose rank gets SIGTERM (scancel of its extension job,
   // preemption) leaves at the next rescale point; SIGTERM on the base group stops the job.

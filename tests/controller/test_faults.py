@@ -1,0 +1,125 @@
+"""Fault injection on the local cluster (docs/reliability.md, "Faults"):
+
+- a rank of an extension group is killed (SIGKILL) while the job trains at its grown size: within
+  30 s the job stops with a clear error (exit 75, the runtime's "world lost"), elasticd requeues it,
+  and it resumes from its last periodic checkpoint and completes;
+- slurmctld restarts while a grow is in flight: elasticd skips the epochs it cannot read Slurm,
+  reconnects, and enacts nothing twice (one extension job, one grow)."""
+
+import os
+import re
+import signal
+import sqlite3
+import time
+import unittest
+
+from clustertest import CLUSTER_SCRIPT, CLUSTER_DIR, PORT_BASE, read, run, job_state, wait_job
+from e2e import ElasticdTestCase, extension_jobs, gpus_of, status, submit_trainer, wait_until
+
+EPOCH = ElasticdTestCase.EPOCH
+TRAINER_NAME = "elastic-train-logreg"
+
+
+def rank_pids(slurm_job):
+    """PIDs of the trainer ranks that run for `slurm_job` (from /proc: every node is this host)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/comm") as f:
+                if f.read().strip() != TRAINER_NAME[:15]:
+                    continue
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:
+            continue
+        if f"SLURM_JOB_ID={slurm_job}".encode() in env:
+            pids.append(int(entry))
+    return pids
+
+
+def restarts(job):
+    out = run(["scontrol", "-o", "show", "job", str(job)], check=False).stdout
+    m = re.search(r"\bRestarts=(\d+)", out)
+    return int(m.group(1)) if m else -1
+
+
+class FaultTest(ElasticdTestCase):
+
+    def registered(self, job):
+        wait_until(lambda: status().get(job, {}).get("launcher_ready"), 60, f"job {job} to register its launcher")
+
+    def test_killed_extension_rank_restarts_job_from_checkpoint(self):
+        # --open-mode=append: the output of the first run survives the requeue. A checkpoint every
+        # 2 s at the next step boundary; --resume reads it when the job starts again.
+        a, wd = submit_trainer("kill-rank", gpus=2, max_gpus=6, gpu_type="a100", epochs=80,
+                               sbatch_lines="#SBATCH --open-mode=append",
+                               env="ELASTIC_CHECKPOINT_INTERVAL_S=2", trainer_args="--resume")
+        self.jobs.append(a)
+        self.registered(a)
+        wait_until(lambda: gpus_of(a) == 6, 2 * EPOCH + 60, "the job at 6 GPUs")
+        out_path = os.path.join(wd, f"job-{a}.out")
+        checkpoint = os.path.join(wd, ".elastic", str(a), "checkpoint", "checkpoint.bin")
+        wait_until(lambda: "checkpoint at step" in read(out_path) and os.path.exists(checkpoint), 30,
+                   "a periodic checkpoint")
+        ext = extension_jobs(a)[0][0]
+        victims = wait_until(lambda: rank_pids(ext), 10, f"the ranks of extension job {ext}")
+        self.assertEqual(job_state(a), "RUNNING")
+
+        os.kill(victims[-1], signal.SIGKILL)
+        killed = time.time()
+        # Within 30 s the job stops with a clear error (or, were it able to, would go on without
+        # the group): it never hangs.
+        wait_until(lambda: restarts(a) >= 1 or job_state(a) != "RUNNING", 40, "the job to stop")
+        stopped = time.time() - killed
+        self.assertLess(stopped, 30, f"the job took {stopped:.1f} s to stop after a rank died")
+        out = read(out_path)
+        self.assertRegex(out, r"a rank of the world died|did not finish within \d+ s")
+
+        # elasticd requeues it (exit code 75) and it resumes from its checkpoint at its base size.
+        wait_until(lambda: restarts(a) == 1 and job_state(a) == "RUNNING", 3 * EPOCH + 30,
+                   "elasticd to requeue the job")
+        self.assertIn(f"requeued job {a}", self.d.read_log())
+        wait_until(lambda: re.search(r"restored .*checkpoint\.bin at epoch \d+", read(out_path)), 60,
+                   "the restarted job to resume from its checkpoint")
+        self.assertEqual(wait_job(a, timeout=400), "COMPLETED")
+        out = read(out_path)
+        self.assertRegex(out, r"elastic-train-logreg: done: \d+ steps")
+        self.assertEqual(out.count("elastic-train-logreg: done:"), 1)
+        db = sqlite3.connect(self.d.db)
+        actions = [r[0] for r in db.execute("SELECT action FROM audit WHERE job_id = ? ORDER BY id", (a,))]
+        db.close()
+        self.assertEqual(actions.count("restarted"), 1, actions)
+        print(f"job {a}: stopped {stopped:.1f} s after the rank was killed, requeued once, completed")
+
+    def test_slurmctld_restart_during_grow(self):
+        a, wd = submit_trainer("ctld", gpus=2, max_gpus=6, gpu_type="a100", epochs=200)
+        self.jobs.append(a)
+        self.registered(a)
+        # A grow in flight: the extension job exists and has not joined yet.
+        wait_until(lambda: any(e["state"] in ("submitted", "registered", "ready", "joining")
+                               for e in status().get(a, {}).get("extensions", [])), 30, "a grow in flight")
+        log_before = len(self.d.read_log())
+        run([CLUSTER_SCRIPT, "restart-slurmctld", "--dir", CLUSTER_DIR, "--port-base", PORT_BASE], timeout=120)
+        wait_until(lambda: gpus_of(a) == 6, 2 * EPOCH + 60, "the grow to complete after slurmctld's restart")
+        # Two more epochs with slurmctld back: nothing is enacted again.
+        time.sleep(2 * EPOCH + 1)
+        self.assertEqual(job_state(a), "RUNNING")
+        self.assertEqual(len(extension_jobs(a)), 1, extension_jobs(a))
+        self.assertEqual(gpus_of(a), 6)
+        db = sqlite3.connect(self.d.db)
+        grows = db.execute("SELECT COUNT(*) FROM rescales WHERE job_id = ? AND kind = 'grow'", (a,)).fetchone()[0]
+        exts = db.execute("SELECT COUNT(*) FROM extensions WHERE parent = ?", (a,)).fetchone()[0]
+        db.close()
+        self.assertEqual((grows, exts), (1, 1))
+        log = self.d.read_log()[log_before:]
+        epochs_after = len(re.findall(r"epoch \d+", log))
+        self.assertGreater(epochs_after, 0, "no epoch ran after slurmctld's restart")
+        out_path = os.path.join(wd, f"job-{a}.out")
+        self.assertRegex(read(out_path), r"join at step \d+: 2 -> 6 ranks")
+        self.assertEqual(read(out_path).count("join at step"), 1)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -3,6 +3,8 @@
 //
 //   elasticd-bench generate [--nodes N] [--gpus-per-node G] [--types T] [--jobs J] [--pending P] [--seed S]
 //   elasticd-bench replay --snapshot FILE [--repeat N] [--policy NAME]
+//   elasticd-bench metrics --jobs ID[,ID...] --rate R --seconds S [--connections C]
+//                          [--controller HOST:PORT] [--munge-socket PATH]
 //   elasticctl snapshot > FILE     (records one from a running elasticd)
 #include <algorithm>
 #include <chrono>
@@ -12,11 +14,14 @@
 #include <iostream>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "controller.h"
 #include "db.h"
 #include "elastic/common/log.h"
+#include "elastic/common/site.h"
+#include "elastic/common/wire.h"
 #include "snapshot.h"
 
 namespace {
@@ -30,12 +35,19 @@ void Usage(std::FILE* out) {
   std::fprintf(out,
                "Usage: elasticd-bench generate [--nodes N] [--gpus-per-node G] [--types T] [--jobs J] [--pending P]\n"
                "                               [--seed S]\n"
-               "       elasticd-bench replay --snapshot FILE [--repeat N] [--policy NAME]\n\n"
+               "       elasticd-bench replay --snapshot FILE [--repeat N] [--policy NAME]\n"
+               "       elasticd-bench metrics --jobs ID[,ID...] --rate R --seconds S [--connections C]\n"
+               "                              [--controller HOST:PORT] [--munge-socket PATH]\n\n"
                "generate: prints a synthetic recorded snapshot (JSON) of a cluster with running elastic jobs.\n"
                "replay:   runs elasticd's epoch stages (dry run: snapshot, plan, diff) on a recorded snapshot\n"
                "          (from `elasticctl snapshot` or `generate`) and prints one JSON line with the median\n"
                "          time of each stage in ms. Defaults: 2500 nodes x 8 GPUs, 3 types, 10000 jobs, 200\n"
-               "          pending, seed 1; 5 repeats, policy dp.\n");
+               "          pending, seed 1; 5 repeats, policy dp.\n"
+               "metrics:  a load generator: sends metrics messages for the given jobs (round robin) to a running\n"
+               "          elasticd at R messages per second for S seconds over C connections (default 4), as\n"
+               "          the calling user (the jobs' owner), and prints one JSON line: messages sent, accepted,\n"
+               "          refused and failed, per job, the achieved rate and reply latencies. Controller: from\n"
+               "          plugstack.conf (via slurm.conf) unless given.\n");
 }
 
 int Generate(const std::map<std::string, std::string>& o) {
@@ -113,6 +125,145 @@ int Replay(const std::map<std::string, std::string>& o) {
   return kOk;
 }
 
+// The metrics a rank 0 sends every metrics interval (docs/interfaces.md), with plausible values.
+nlohmann::json MetricsMessage(uint32_t job, uint64_t n) {
+  return {{"type", "metrics"},        {"job", job},          {"gpus", 2},
+          {"step_time_s", 0.1 + 0.001 * static_cast<double>(n % 7)},
+          {"local_batch", 32},        {"global_batch", 64},  {"grad_sqr", 0.5},
+          {"grad_var", 2.0},          {"accum_steps", 0}};
+}
+
+int Metrics(const std::map<std::string, std::string>& o) {
+  std::vector<uint32_t> jobs;
+  if (o.count("--jobs")) {
+    auto items = config::ParseList(o.at("--jobs"), "--jobs");
+    if (!items.ok()) {
+      std::fprintf(stderr, "elasticd-bench: %s\n", items.status().message().c_str());
+      return kUsage;
+    }
+    for (const auto& item : items.value()) {
+      auto id = config::ParseInt(item, 1, UINT32_MAX, "--jobs");
+      if (!id.ok()) {
+        std::fprintf(stderr, "elasticd-bench: %s\n", id.status().message().c_str());
+        return kUsage;
+      }
+      jobs.push_back(static_cast<uint32_t>(id.value()));
+    }
+  }
+  auto number = [&](const char* key, double fallback, double min, double max) -> double {
+    if (!o.count(key)) return fallback;
+    char* end = nullptr;
+    double v = std::strtod(o.at(key).c_str(), &end);
+    if (end == o.at(key).c_str() || *end != '\0' || v < min || v > max) return -1;
+    return v;
+  };
+  const double rate = number("--rate", 0, 0.1, 1e6);
+  const double seconds = number("--seconds", 0, 0.1, 86400);
+  const int connections = static_cast<int>(number("--connections", 4, 1, 256));
+  if (jobs.empty() || rate <= 0 || seconds <= 0 || connections <= 0) {
+    std::fprintf(stderr, "elasticd-bench: metrics needs --jobs ID[,ID...], --rate R > 0 and --seconds S > 0 "
+                         "(--connections 1-256)\n");
+    return kUsage;
+  }
+  config::HostPort address;
+  if (o.count("--controller")) {
+    auto hp = config::ParseHostPort(o.at("--controller"), "--controller");
+    if (!hp.ok()) {
+      std::fprintf(stderr, "elasticd-bench: %s\n", hp.status().message().c_str());
+      return kUsage;
+    }
+    address = hp.value();
+  } else {
+    auto site = config::FindSiteAddress("");
+    if (!site.ok()) {
+      std::fprintf(stderr, "elasticd-bench: %s (or give --controller)\n", site.status().message().c_str());
+      return kFailure;
+    }
+    address = site.value().controller;
+  }
+  wire::ClientOptions options;
+  if (o.count("--munge-socket")) options.munge_socket = o.at("--munge-socket");
+
+  struct Tally {
+    uint64_t sent = 0, ok = 0, refused = 0, failed = 0;
+    std::map<uint32_t, uint64_t> accepted;
+    std::vector<double> latency_ms;
+    std::string first_error;
+  };
+  std::vector<Tally> tallies(static_cast<size_t>(connections));
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  const auto stop = start + std::chrono::duration<double>(seconds);
+  std::vector<std::thread> threads;
+  for (int c = 0; c < connections; ++c) {
+    threads.emplace_back([&, c] {
+      Tally& t = tallies[static_cast<size_t>(c)];
+      auto client = wire::Client::Connect(address, options);
+      if (!client.ok()) {
+        t.first_error = client.status().message();
+        return;
+      }
+      // Connection c sends messages c, c + C, c + 2C, ... of the global schedule (one every
+      // 1/rate seconds), each to job (index mod jobs): every job gets its share at the rate.
+      for (uint64_t i = static_cast<uint64_t>(c);; i += static_cast<uint64_t>(connections)) {
+        const auto due = start + std::chrono::duration_cast<Clock::duration>(
+                                     std::chrono::duration<double>(static_cast<double>(i) / rate));
+        if (due >= stop) break;
+        std::this_thread::sleep_until(due);
+        const uint32_t job = jobs[i % jobs.size()];
+        const auto sent = Clock::now();
+        auto reply = client.value()->Call(MetricsMessage(job, i), std::chrono::milliseconds(10000));
+        t.latency_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - sent).count());
+        ++t.sent;
+        if (!reply.ok()) {
+          ++t.failed;
+          if (t.first_error.empty()) t.first_error = reply.status().message();
+          auto again = wire::Client::Connect(address, options);  // a broken connection is replaced
+          if (!again.ok()) return;
+          client = std::move(again);
+          continue;
+        }
+        Status s = wire::ReplyStatus(reply.value());
+        if (s.ok()) {
+          ++t.ok;
+          ++t.accepted[job];
+        } else {
+          ++t.refused;
+          if (t.first_error.empty()) t.first_error = s.message();
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  Tally all;
+  for (const Tally& t : tallies) {
+    all.sent += t.sent;
+    all.ok += t.ok;
+    all.refused += t.refused;
+    all.failed += t.failed;
+    for (const auto& [job, n] : t.accepted) all.accepted[job] += n;
+    all.latency_ms.insert(all.latency_ms.end(), t.latency_ms.begin(), t.latency_ms.end());
+    if (all.first_error.empty()) all.first_error = t.first_error;
+  }
+  std::sort(all.latency_ms.begin(), all.latency_ms.end());
+  auto pct = [&](double p) {
+    return all.latency_ms.empty() ? 0.0 : all.latency_ms[static_cast<size_t>(p * static_cast<double>(all.latency_ms.size() - 1))];
+  };
+  nlohmann::json per_job = nlohmann::json::object();
+  for (const auto& [job, n] : all.accepted) per_job[std::to_string(job)] = n;
+  nlohmann::json out{{"bench", "metrics_stream"},   {"jobs", jobs.size()},
+                     {"rate_target", rate},         {"rate_achieved", static_cast<double>(all.sent) / elapsed},
+                     {"seconds", elapsed},          {"connections", connections},
+                     {"sent", all.sent},            {"ok", all.ok},
+                     {"refused", all.refused},      {"failed", all.failed},
+                     {"latency_ms_p50", pct(0.5)},  {"latency_ms_p99", pct(0.99)},
+                     {"latency_ms_max", pct(1.0)},  {"accepted_per_job", per_job}};
+  if (!all.first_error.empty()) out["first_error"] = all.first_error;
+  std::cout << out.dump() << "\n";
+  return all.sent > 0 && all.ok == all.sent ? kOk : kFailure;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -137,6 +288,7 @@ int main(int argc, char** argv) {
   try {
     if (cmd == "generate") return Generate(opts);
     if (cmd == "replay") return Replay(opts);
+    if (cmd == "metrics") return Metrics(opts);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "elasticd-bench: %s\n", e.what());
     return kFailure;

@@ -94,6 +94,7 @@ nlohmann::json ElasticJob::ToJson() const {
                    {"last_rescale_at", last_rescale_at}, {"rescales", rescales},
                    {"batch", batch},     {"next_group", next_group},
                    {"grow_backoff_until", grow_backoff_until},
+                   {"metrics_received", metrics_received},
                    {"samples", samples_json}};
   if (efficiency) {
     j["efficiency"] = {efficiency->init_batch, efficiency->grad_sqr, efficiency->grad_var};
@@ -122,6 +123,7 @@ ElasticJob ElasticJob::FromJson(const nlohmann::json& j) {
   job.batch = j.value("batch", int64_t{0});
   job.next_group = j.value("next_group", 1);
   job.grow_backoff_until = j.value("grow_backoff_until", 0.0);
+  job.metrics_received = j.value("metrics_received", int64_t{0});
   for (const auto& s : j.value("samples", nlohmann::json::array())) {
     job.samples.push_back({s.at(0).get<int>(), s.at(1).get<int>(), s.at(2).get<double>(), s.at(3).get<double>()});
   }
@@ -448,6 +450,7 @@ nlohmann::json Controller::OnMetrics(uid_t uid, const Json& msg) {
     double b0 = static_cast<double>(job.SpecInt("batch_min", static_cast<int>(global_batch)));
     job.efficiency = optimizer::EfficiencyParams{b0, sqr, var * static_cast<double>(global_batch) / b0};
   }
+  ++job.metrics_received;
   SaveJob(job);
   return Json::object();
 }
@@ -580,6 +583,7 @@ nlohmann::json Controller::OnStatus(uid_t, const Json&) {
                     {"rescales", job.rescales},
                     {"paused", job.paused},
                     {"launcher_ready", job.launcher.is_object()},
+                    {"metrics_received", job.metrics_received},
                     {"extensions", exts}});
   }
   return {{"jobs", jobs}, {"paused", paused_all_}, {"policy", config_.policy}, {"epoch", epochs_},

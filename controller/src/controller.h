@@ -47,6 +47,7 @@ struct ElasticJob {
   int64_t batch = 0;          // last reported global batch
   int next_group = 1;
   double grow_backoff_until = 0;  // no new growth before this time (after a failed extension)
+  int64_t metrics_received = 0;   // metrics messages accepted for this job (load tests count them)
   std::vector<optimizer::StepSample> samples;  // recent step-time observations
   std::optional<optimizer::EfficiencyParams> efficiency;
   // The step-time model fitted from `samples` (not persisted: refitted after a restart). Fitting

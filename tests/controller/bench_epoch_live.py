@@ -1,11 +1,14 @@
-"""Benchmark (label bench): elasticd's epoch time with 300 running elastic jobs on an enlarged
-local cluster (76 nodes x 4 fake GPUs), target under 1 s.
+"""Load test (label bench): elasticd with 300 running elastic jobs on an enlarged local cluster
+(76 nodes x 4 fake GPUs) and a stream of metrics messages at 10x their normal rate. Promises:
+every epoch under 1 s, and no message lost (each one sent is accepted and counted for its job).
 
 Brings up its own cluster (directory /tmp/elastic-bench-live, ports from 39800), starts elasticd,
 submits 300 elastic jobs (one GPU each, up to four), registers a launcher for each (so that the
-optimizer plans every job, none is frozen), lets elasticd run a few epochs and prints one JSON
-line with the median epoch time from elasticd's journal and the time of a dry-run plan.
-Everything it started is stopped at the end.
+optimizer plans every job, none is frozen). Then, for six epochs, `elasticd-bench metrics` sends
+metrics as the jobs' owner: rank 0 of a job sends one message per metrics interval (5 s), so 10x
+is 2 messages per job per second, 600 per second for 300 jobs. Prints one JSON line (epoch times
+from elasticd's journal, the stream's figures, the per-job counts compared) and exits 1 when a
+promise is broken. Everything it started is stopped at the end.
 """
 
 import json
@@ -17,12 +20,14 @@ import sys
 import time
 
 JOBS = int(os.environ.get("ELASTIC_BENCH_JOBS", "300"))
+METRICS_INTERVAL_S = 5  # the runtime's default (docs/interfaces.md)
+LOAD_FACTOR = 10
 NODES = int(os.environ.get("ELASTIC_BENCH_NODES", "76"))
 os.environ["ELASTIC_CLUSTER_DIR"] = os.environ.get("ELASTIC_BENCH_CLUSTER_DIR", "/tmp/elastic-bench-live")
 os.environ["ELASTIC_CLUSTER_PORT_BASE"] = os.environ.get("ELASTIC_BENCH_PORT_BASE", "39800")
 
 from clustertest import CLUSTER_DIR, JOB_USER, PORT_BASE, run  # noqa: E402  (after the environment)
-from elasticd_fixture import PORT, Elasticd  # noqa: E402
+from elasticd_fixture import MUNGE_SOCKET, PORT, Elasticd  # noqa: E402
 from wireclient import WireClient  # noqa: E402
 
 CLUSTER = os.path.join(os.environ.get("ELASTIC_SOURCE_DIR", ""), "scripts", "cluster")
@@ -59,18 +64,49 @@ def main():
                                  "argv": ["/bin/sleep", "1"], "cwd": jobs_dir, "env": {}})
             if not reply.get("ok"):
                 sys.exit(f"launcher registration refused: {reply}")
+        before = {j["job_id"]: j["metrics_received"] for j in json.loads(d.ctl("status", "--json").stdout)["jobs"]}
+        rate = LOAD_FACTOR * len(registered) / METRICS_INTERVAL_S
         t0 = time.time()
-        time.sleep(6 * 5)  # six epochs with every job plannable
+        # Six epochs with every job plannable, under the metrics stream.
+        stream = run([os.path.join(CLUSTER_DIR, "bin", "elasticd-bench"), "metrics",
+                      "--jobs", ",".join(str(j["job_id"]) for j in registered), "--rate", str(rate),
+                      "--seconds", str(6 * 5), "--connections", "8", "--controller", f"127.0.0.1:{PORT}",
+                      "--munge-socket", MUNGE_SOCKET], user=JOB_USER, check=False, timeout=300)
+        if not stream.stdout.strip():
+            sys.exit(f"elasticd-bench metrics printed nothing (exit {stream.returncode}): {stream.stderr}")
+        figures = json.loads(stream.stdout.strip().splitlines()[-1])
+        after = {j["job_id"]: j["metrics_received"] for j in json.loads(d.ctl("status", "--json").stdout)["jobs"]}
         db = sqlite3.connect(d.db)
         rows = db.execute("SELECT duration_ms, jobs FROM epochs WHERE started_at >= ? ORDER BY id", (t0,)).fetchall()
         db.close()
         plan = json.loads(d.ctl("plan", "--dry-run", "--json").stdout)
         durations = [r[0] for r in rows]
-        print(json.dumps({"bench": "elasticd_epoch_live", "elastic_jobs": len(registered), "nodes": NODES,
-                          "epochs": len(durations), "epoch_ms_median": round(statistics.median(durations), 2),
-                          "epoch_ms_max": round(max(durations), 2), "dry_run_plan_ms": plan.get("stage_ms"),
-                          "target_ms": 1000}), flush=True)
+        counted = {job: after.get(job, 0) - before.get(job, 0) for job in before}
+        accepted = {int(k): v for k, v in figures["accepted_per_job"].items()}
+        mismatched = [job for job in set(counted) | set(accepted) if counted.get(job, 0) != accepted.get(job, 0)]
+        result = {"bench": "elasticd_load", "elastic_jobs": len(registered), "nodes": NODES,
+                  "epochs": len(durations), "epoch_ms_median": round(statistics.median(durations), 2) if durations else None,
+                  "epoch_ms_max": round(max(durations), 2) if durations else None, "target_ms": 1000,
+                  "dry_run_plan_ms": plan.get("stage_ms"),
+                  "metrics_rate_target": rate, "metrics_rate_achieved": round(figures["rate_achieved"], 1),
+                  "metrics_sent": figures["sent"], "metrics_ok": figures["ok"],
+                  "metrics_refused": figures["refused"], "metrics_failed": figures["failed"],
+                  "metrics_counted": sum(counted.values()), "jobs_mismatched": len(mismatched),
+                  "latency_ms_p50": round(figures["latency_ms_p50"], 2),
+                  "latency_ms_p99": round(figures["latency_ms_p99"], 2)}
+        print(json.dumps(result), flush=True)
         run(["scancel", array], check=False)
+        broken = []
+        if len(durations) < 5:
+            broken.append(f"only {len(durations)} epochs ran in 30 s")
+        if durations and max(durations) >= 1000:
+            broken.append(f"an epoch took {max(durations):.0f} ms")
+        if figures["sent"] != figures["ok"] or sum(counted.values()) != figures["sent"] or mismatched:
+            broken.append("metrics messages were lost or refused: " + stream.stderr.strip()[-500:])
+        if figures["rate_achieved"] < 0.9 * rate:
+            broken.append(f"the stream reached {figures['rate_achieved']:.0f} of {rate:.0f} messages/s")
+        if broken:
+            sys.exit("load test failed: " + "; ".join(broken))
     finally:
         if d:
             d.stop()

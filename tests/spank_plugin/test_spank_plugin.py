@@ -50,6 +50,10 @@ def env_of(output):
 
 class SpankPluginTest(ClusterTestCase):
 
+    @staticmethod
+    def job_uid():
+        return int(run(["id", "-u", JOB_USER]).stdout.strip())
+
     def test_help_lists_every_option(self):
         out = run(["sbatch", "--help"], user=JOB_USER).stdout
         for name in OPTIONS:
@@ -159,6 +163,53 @@ class SpankPluginTest(ClusterTestCase):
         self.assertEqual(env.get("ELASTIC_ROLE"), "parent")
         self.assertNotIn("ELASTIC_JOIN_TOKEN", env)
         self.assertNotIn("ELASTIC_RENDEZVOUS_URI", env)
+
+    def test_hostile_environment_never_reaches_privileged_code(self):
+        """LD_PRELOAD and PATH chosen by the user: the plugin's root code in slurmstepd and
+        slurmd never loads or runs what they name (it execs nothing and links munge directly);
+        only the user's own processes see them."""
+        wd = job_workdir("hostile")
+        evil_dir = os.path.join(wd, "evil")
+        os.makedirs(evil_dir)
+        marks = os.path.join(wd, "marks")
+        os.makedirs(marks)
+        os.chmod(marks, 0o1777)
+        src = os.path.join(evil_dir, "evil.c")
+        with open(src, "w") as f:
+            f.write('#include <stdio.h>\n#include <unistd.h>\n'
+                    '__attribute__((constructor)) static void mark(void) {\n'
+                    f'  char p[512]; snprintf(p, sizeof p, "{marks}/preload-uid-%u-pid-%d", geteuid(), getpid());\n'
+                    '  FILE* f = fopen(p, "w"); if (f) fclose(f);\n}\n')
+        lib = os.path.join(evil_dir, "evil.so")
+        run(["gcc", "-shared", "-fPIC", "-o", lib, src])
+        # Programs a privileged helper might look up through PATH.
+        for name in ("munge", "scontrol", "sh", "env", "sbatch", "elastic-launch"):
+            path = os.path.join(evil_dir, name)
+            with open(path, "w") as f:
+                f.write(f"#!/bin/bash\ntouch {marks}/path-{name}-uid-$(id -u)\nexit 0\n")
+            os.chmod(path, 0o755)
+        for root, dirs, files in os.walk(wd):
+            for n in dirs + files:
+                shutil.chown(os.path.join(root, n), user=JOB_USER, group=JOB_USER)
+        # Set by the user's own env(1), so that no root process of the test itself sees them.
+        hostile = [f"LD_PRELOAD={lib}", f"PATH={evil_dir}:/usr/bin:/bin", "ELASTIC_MODE=elastic",
+                   "ELASTIC_CONTROLLER=127.0.0.1:1", "ELASTIC_MUNGE_SOCKET=/tmp/evil.socket"]
+        proc = run(["/usr/bin/env", *hostile, "/usr/bin/sbatch", "--parsable", f"--chdir={wd}", "--elastic-gpus=1:4",
+                    "--gres=gpu:1", "-o", "out.txt", "--wrap", "/usr/bin/env | /usr/bin/grep ^ELASTIC_ | /usr/bin/sort"],
+                   user=JOB_USER)
+        job = int(proc.stdout.strip())
+        self.assertEqual(wait_job(job), "COMPLETED")
+        got = env_of(read(os.path.join(wd, "out.txt")))
+        # The plugin tried the site's controller (none runs here), not the user's: rigid, with the
+        # site's address in its warning and the site's munge socket in the job.
+        self.assertEqual(got.get("ELASTIC_MODE"), "rigid")
+        self.assertIn(f"could not register with the elastic controller at {CONTROLLER}", read(os.path.join(wd, "out.txt")))
+        self.assertNotEqual(got.get("ELASTIC_MUNGE_SOCKET"), "/tmp/evil.socket")
+        made = sorted(os.listdir(marks))
+        # The user's own processes (the job's shell, sbatch itself) loaded the library: the test is live.
+        self.assertTrue(any(m.startswith(f"preload-uid-{self.job_uid()}-") for m in made), made)
+        self.assertEqual([m for m in made if "-uid-0" in m], [], "root code loaded or ran what the user chose")
+        self.assertEqual([m for m in made if m.startswith("path-")], [])
 
     def test_extension_not_submitted_by_the_controller_fails_before_the_program(self):
         wd = job_workdir("fake-ext")

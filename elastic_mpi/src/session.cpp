@@ -823,14 +823,16 @@ struct Session::Impl {
     std::array<char, MPI_MAX_PORT_NAME> port{};
     int found = 0;
     if (rank == 0) {
-      // The running world publishes the port only when it expects us: poll for it.
+      // The running world publishes the port only when it expects us: poll for it. The poll
+      // period adds to the parent's pause (it waits in accept), so it is short.
+      Log(LogLevel::kVerbose, kComponent, "group ", group, " is up: waiting for ", service);
       const auto deadline = Clock::now() + std::chrono::duration<double>(options.connect_timeout_s);
       while (Clock::now() < deadline) {
         if (MPI_Lookup_name(service.c_str(), MPI_INFO_NULL, port.data()) == MPI_SUCCESS) {
           found = 1;
           break;
         }
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
       }
       Log(LogLevel::kInfo, kComponent, found ? "found " : "did not find ", service);
     }

@@ -10,13 +10,21 @@ In the same run:
            (2 nodes x 3, one elastic-launch per node, its node groups merge into one world),
            starts, reloads the checkpoint and trains. pause_s = from A's stop to B's first step
            (both timestamps from the trainer, same machine clock).
-Prints one JSON line per case, then {"case": "restart_vs_grow4", "ratio": ...} (target >= 10).
+  join4    the same change the way elasticd makes it (path (b) of docs/runtime.md): a group of 4
+           ranks is launched separately (as an extension job's elastic-launch --join), starts and
+           initialises while the 2-rank parent trains with 100 MB of state, and joins through
+           connect/accept when the grow command arrives. pause_s = the parent's pause, as for grow4.
+Prints one JSON line per case, then {"case": "restart_vs_grow4", "ratio": ...} and
+{"case": "restart_vs_join4", "ratio": ...} (target >= 10).
 """
 
 import json
 import os
 import re
+import shutil
+import signal
 import subprocess
+import tempfile
 import time
 
 from clustertest import CLUSTER_DIR, job_workdir, read, run, sbatch, job_state, TERMINAL_STATES
@@ -45,6 +53,67 @@ def grow4():
             if case.get("case") == "grow4":
                 return case
     raise SystemExit(f"elastic-mpi-bench gave no grow4 line (rc {proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+
+
+def join4():
+    """A 4-rank group joins a running 2-rank world through connect/accept, as an extension does."""
+    work = tempfile.mkdtemp(prefix="bench-join4-")
+    os.makedirs(os.path.join(work, "commands"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ELASTIC_")}
+    env.update(MPI_ENV)
+    env.update({"ELASTIC_JOB_ID": f"join4-{os.getpid()}", "ELASTIC_POLL_INTERVAL_S": "0.05",
+                "ELASTIC_CONNECT_TIMEOUT_S": "60", "ELASTIC_LOG_LEVEL": "verbose"})
+    bin_dir = os.path.join(BUILD_DIR, "bin")
+    trainer = [os.path.join(bin_dir, "elastic-train-logreg"), "--sleep-ms", "20", "--samples", "4096",
+               "--epochs", "1000", "--state-mb", str(STATE_MB)]
+    token = "0123456789abcdef0123456789abcdef"
+    parent_log = open(os.path.join(work, "parent.log"), "w")
+    joiner_log = open(os.path.join(work, "joiner.log"), "w")
+    parent = subprocess.Popen([os.path.join(bin_dir, "elastic-launch"), "-n", "2", "--oversubscribe", "--run-dir",
+                               os.path.join(work, "run"), "--", *trainer], stdout=parent_log, stderr=subprocess.STDOUT,
+                              env=dict(env, ELASTIC_COMMAND_DIR=os.path.join(work, "commands"),
+                                       ELASTIC_METRICS_FILE=os.path.join(work, "metrics.jsonl")))
+    joiner = None
+    try:
+        uri = os.path.join(work, "run", "rendezvous.uri")
+        end = time.time() + 60
+        while not (os.path.exists(uri) and os.path.getsize(uri) > 0) and time.time() < end:
+            time.sleep(0.05)
+        joiner = subprocess.Popen([os.path.join(bin_dir, "elastic-launch"), "--join", "-n", "4", "--oversubscribe",
+                                   "--uri", uri, "--", *trainer], stdout=joiner_log, stderr=subprocess.STDOUT,
+                                  env=dict(env, ELASTIC_GROUP_ID="1", ELASTIC_JOIN_TOKEN=token))
+        # The group is up (MPI initialised, its state allocated) before elasticd would send the grow.
+        while "is up: waiting for" not in read(os.path.join(work, "joiner.log")):
+            if time.time() > end or joiner.poll() is not None:
+                raise SystemExit("the joining group did not come up:\n" + read(os.path.join(work, "joiner.log")))
+            time.sleep(0.05)
+        time.sleep(1)  # the parent trains on meanwhile
+        with open(os.path.join(work, "commands", "001.json"), "w") as f:
+            json.dump({"action": "grow", "group": 1, "join_token": token}, f)
+        metrics = os.path.join(work, "metrics.jsonl")
+        record = None
+        while record is None:
+            if time.time() > end + 60:
+                raise SystemExit("no join:\n" + read(os.path.join(work, "parent.log")))
+            for line in (read(metrics) if os.path.exists(metrics) else "").splitlines():
+                if '"what":"join"' in line:
+                    record = json.loads(line)
+            time.sleep(0.1)
+        return {"case": "join4", "pause_s": round(record["pause_s"], 3), "from": 2, "to": record["gpus"],
+                "state_mb": STATE_MB, "phases": record.get("phases", {})}
+    finally:
+        for p in (joiner, parent):
+            if p is not None and p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in (joiner, parent):
+            if p is not None:
+                try:
+                    p.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+        parent_log.close()
+        joiner_log.close()
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def job_script(nodes, gpus_per_node, trainer_args):
@@ -97,11 +166,14 @@ def restart():
 def main():
     g = grow4()
     print(json.dumps(g), flush=True)
+    j = join4()
+    print(json.dumps(j), flush=True)
     r = restart()
     print(json.dumps(r), flush=True)
-    ratio = r["pause_s"] / g["pause_s"]
-    print(json.dumps({"case": "restart_vs_grow4", "pause_s": 0, "ratio": round(ratio, 2), "target": 10,
-                      "met": ratio >= 10}), flush=True)
+    for name, case in (("grow4", g), ("join4", j)):
+        ratio = r["pause_s"] / case["pause_s"]
+        print(json.dumps({"case": f"restart_vs_{name}", "pause_s": 0, "ratio": round(ratio, 2), "target": 10,
+                          "met": ratio >= 10}), flush=True)
 
 
 if __name__ == "__main__":

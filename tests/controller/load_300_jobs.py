@@ -1,4 +1,4 @@
-"""Load test (label bench): elasticd with 300 running elastic jobs on an enlarged local cluster
+"""Load test (label slurm; ctest name slurm.load_300_jobs): elasticd with 300 running elastic jobs on an enlarged local cluster
 (76 nodes x 4 fake GPUs) and a stream of metrics messages at 10x their normal rate. Promises:
 every epoch under 1 s, and no message lost (each one sent is accepted and counted for its job).
 

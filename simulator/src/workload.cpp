@@ -9,6 +9,8 @@
 #include <numeric>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "csv.h"
 
 namespace elastic::simulator {
@@ -176,8 +178,105 @@ Result<std::vector<JobSpec>> ReadPhillyWindow(const std::string& path, const Phi
   return jobs;
 }
 
+namespace {
+
+// One job of an accounting export, in either form.
+struct AccountedJob {
+  std::string id;
+  double submit;
+  double elapsed;
+  int gpus;
+};
+
+// The rule shared by both export forms: sorted by submission, arrivals relative to the first,
+// the model by GPU-time (MapByGpuTime with `seed`), the request as the job ran (capped).
+Result<std::vector<JobSpec>> JobsFromAccounting(std::vector<AccountedJob> rows, const AppTable& apps, int max_gpus,
+                                                uint64_t seed) {
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const AccountedJob& a, const AccountedJob& b) { return a.submit < b.submit; });
+  std::vector<JobSpec> jobs;
+  std::mt19937_64 rng(seed);
+  for (const AccountedJob& r : rows) {
+    const std::string app = MapByGpuTime(r.elapsed * r.gpus, rng);
+    auto it = apps.find(app);
+    if (it == apps.end()) return Status(ErrorKind::kInvalidArgument, "application '" + app + "' not loaded");
+    JobSpec j = RigidRequest(*it->second, std::min(r.gpus, max_gpus));
+    j.app = app;
+    j.name = r.id;
+    j.arrival_s = r.submit - rows.front().submit;
+    jobs.push_back(std::move(j));
+  }
+  return jobs;
+}
+
+// `sacct --json` (Slurm 22.05 and later): {"jobs": [{"job_id", "name", "time": {"submission",
+// "elapsed"}, "tres": {"allocated": [{"type": "gres", "name": "gpu", "count": N}, ...]}}, ...]}.
+// Jobs that never ran (no allocated GPUs) are skipped, as in the -P form.
+Result<std::vector<AccountedJob>> ParseSacctJson(const std::string& text, const std::string& path) {
+  const nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return Status(ErrorKind::kInvalidArgument, path + ": not valid JSON (expected sacct --json)");
+  if (!doc.is_object() || !doc.contains("jobs") || !doc["jobs"].is_array()) {
+    return Status(ErrorKind::kInvalidArgument, path + ": no \"jobs\" array (expected sacct --json)");
+  }
+  std::vector<AccountedJob> rows;
+  const auto& jobs = doc["jobs"];
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const auto& j = jobs[i];
+    const std::string where = path + ": jobs[" + std::to_string(i) + "]";
+    if (!j.is_object()) return Status(ErrorKind::kInvalidArgument, where + ": not an object");
+    auto integer = [&](const nlohmann::json& v, const char* what) -> Result<double> {
+      if (!v.is_number_integer() && !v.is_number_unsigned()) {
+        return Status(ErrorKind::kInvalidArgument, where + ": " + what + " is not an integer");
+      }
+      const double d = v.get<double>();
+      if (d < 0) return Status(ErrorKind::kInvalidArgument, where + ": " + what + " must be >= 0");
+      return d;
+    };
+    int gpus = 0;
+    const nlohmann::json* tres = nullptr;
+    if (j.contains("tres") && j["tres"].is_object() && j["tres"].contains("allocated")) tres = &j["tres"]["allocated"];
+    if (tres != nullptr && tres->is_array()) {
+      for (const auto& t : *tres) {
+        // {"type": "gres", "name": "gpu", "count": 4}; the typed "gpu:a100" entry repeats the count.
+        if (!t.is_object() || t.value("type", nlohmann::json()) != "gres" || t.value("name", nlohmann::json()) != "gpu") {
+          continue;
+        }
+        auto count = integer(t.value("count", nlohmann::json()), "tres.allocated gres/gpu count");
+        if (!count.ok()) return count.status();
+        if (count.value() > 1e6) return Status(ErrorKind::kInvalidArgument, where + ": GPU count too large");
+        gpus = static_cast<int>(count.value());
+      }
+    }
+    if (gpus == 0) continue;  // CPU-only jobs and jobs that never started do not compete for GPUs
+    if (!j.contains("time") || !j["time"].is_object()) {
+      return Status(ErrorKind::kInvalidArgument, where + ": no \"time\" object");
+    }
+    auto submit = integer(j["time"].value("submission", nlohmann::json()), "time.submission");
+    if (!submit.ok()) return submit.status();
+    auto elapsed = integer(j["time"].value("elapsed", nlohmann::json()), "time.elapsed");
+    if (!elapsed.ok()) return elapsed.status();
+    std::string id = std::to_string(i);
+    if (j.contains("job_id") && (j["job_id"].is_number_unsigned() || j["job_id"].is_number_integer())) {
+      id = std::to_string(j["job_id"].get<int64_t>());
+    }
+    if (j.contains("name") && j["name"].is_string() && !j["name"].get<std::string>().empty()) {
+      id += "-" + j["name"].get<std::string>();
+    }
+    rows.push_back({id, submit.value(), elapsed.value(), gpus});
+  }
+  return rows;
+}
+
+}  // namespace
+
 Result<std::vector<JobSpec>> ParseSacct(const std::string& text, const std::string& path, const AppTable& apps,
                                         int max_gpus, uint64_t seed) {
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && text[first] == '{') {
+    auto rows = ParseSacctJson(text, path);
+    if (!rows.ok()) return rows.status();
+    return JobsFromAccounting(std::move(rows).value(), apps, max_gpus, seed);
+  }
   Result<csv::Table> tr = csv::Parse(text, path, '|');
   if (!tr.ok()) return tr.status();
   const csv::Table& t = tr.value();
@@ -187,13 +286,7 @@ Result<std::vector<JobSpec>> ParseSacct(const std::string& text, const std::stri
     return Status(ErrorKind::kInvalidArgument,
                   path + ": expected sacct -P columns Submit, ElapsedRaw and AllocTRES (JobID, JobName optional)");
   }
-  struct Row {
-    std::string id;
-    double submit;
-    double elapsed;
-    int gpus;
-  };
-  std::vector<Row> rows;
+  std::vector<AccountedJob> rows;
   for (size_t r = 0; r < t.rows.size(); ++r) {
     const std::string& tres = t.rows[r][static_cast<size_t>(ctres)];
     int gpus = 0;
@@ -218,20 +311,7 @@ Result<std::vector<JobSpec>> ParseSacct(const std::string& text, const std::stri
     if (cname >= 0 && !t.rows[r][static_cast<size_t>(cname)].empty()) id += "-" + t.rows[r][static_cast<size_t>(cname)];
     rows.push_back({id, sub.value(), el.value(), gpus});
   }
-  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.submit < b.submit; });
-  std::vector<JobSpec> jobs;
-  std::mt19937_64 rng(seed);
-  for (const Row& r : rows) {
-    const std::string app = MapByGpuTime(r.elapsed * r.gpus, rng);
-    auto it = apps.find(app);
-    if (it == apps.end()) return Status(ErrorKind::kInvalidArgument, "application '" + app + "' not loaded");
-    JobSpec j = RigidRequest(*it->second, std::min(r.gpus, max_gpus));
-    j.app = app;
-    j.name = r.id;
-    j.arrival_s = r.submit - rows.front().submit;
-    jobs.push_back(std::move(j));
-  }
-  return jobs;
+  return JobsFromAccounting(std::move(rows), apps, max_gpus, seed);
 }
 
 Result<std::vector<JobSpec>> ReadSacct(const std::string& path, const AppTable& apps, int max_gpus, uint64_t seed) {

@@ -54,7 +54,7 @@ int RunSimulation(const std::vector<std::string>& args) {
       ("help,h", "show this help")
       ("workload", po::value(&o.workload), "workload file")
       ("format", po::value(&o.format)->default_value(o.format),
-       "pollux (name,time,application,num_replicas,batch_size) | philly (traces/philly.csv) | sacct (sacct -P)")
+       "pollux (name,time,application,num_replicas,batch_size) | philly (traces/philly.csv) | sacct (sacct -P or sacct --json)")
       ("policy", po::value(&o.policy)->default_value(o.policy), "policy")
       ("json", po::bool_switch(&o.json), "print the summary as one JSON object")
       ("horizon", po::value(&o.horizon_s)->default_value(0.0), "count jobs finished by this time [s] (0: all)")

@@ -1,7 +1,7 @@
 // Fuzz target: the simulator's trace readers (simulator/include/elastic/simulator/workload.h):
-// the input as a site's sacct export (ParseSacct) and as a Pollux workload CSV
-// (ParsePolluxWorkload), against the test fixture's "flat" application standing for every
-// Pollux model; ParseTimestamp on the input too.
+// the input as a site's sacct export (ParseSacct: `-P` text, or `--json` when it starts with
+// '{') and as a Pollux workload CSV (ParsePolluxWorkload), against the test fixture's "flat"
+// application standing for every Pollux model; ParseTimestamp on the input too.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>

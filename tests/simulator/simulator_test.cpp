@@ -351,6 +351,44 @@ TEST(Readers, Sacct) {
             "s.txt: expected sacct -P columns Submit, ElapsedRaw and AllocTRES (JobID, JobName optional)");
 }
 
+TEST(Readers, SacctJsonMatchesSacctP) {
+  // The same three jobs as sacct.txt, exported with `sacct -X --json`: the same jobs result.
+  Result<std::vector<JobSpec>> p = ReadSacct(kFixtures + "/sacct.txt", AllPolluxNamesAreFlat(), 64, 1);
+  Result<std::vector<JobSpec>> j = ReadSacct(kFixtures + "/sacct.json", AllPolluxNamesAreFlat(), 64, 1);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  ASSERT_TRUE(j.ok()) << j.status().message();
+  ASSERT_EQ(j.value().size(), 2u);  // the CPU-only job is skipped
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(j.value()[i].name, p.value()[i].name);
+    EXPECT_EQ(j.value()[i].app, p.value()[i].app);
+    EXPECT_DOUBLE_EQ(j.value()[i].arrival_s, p.value()[i].arrival_s);
+    EXPECT_EQ(j.value()[i].req_gpus, p.value()[i].req_gpus);
+  }
+  EXPECT_EQ(j.value()[1].app, "imagenet");  // 8 GPUs x 100 h
+}
+
+TEST(Readers, SacctJsonErrors) {
+  const AppTable apps = AllPolluxNamesAreFlat();
+  auto message = [&](const std::string& text) {
+    Result<std::vector<JobSpec>> r = ParseSacct(text, "s.json", apps, 64, 1);
+    return r.ok() ? std::string("ok") : r.status().message();
+  };
+  EXPECT_EQ(message("{\"jobs\": ["), "s.json: not valid JSON (expected sacct --json)");
+  EXPECT_EQ(message("{\"meta\": {}}"), "s.json: no \"jobs\" array (expected sacct --json)");
+  EXPECT_EQ(message("{\"jobs\": [7]}"), "s.json: jobs[0]: not an object");
+  const std::string gpu = R"("tres": {"allocated": [{"type": "gres", "name": "gpu", "count": 2}]})";
+  EXPECT_EQ(message(R"({"jobs": [{)" + gpu + "}]}"), "s.json: jobs[0]: no \"time\" object");
+  EXPECT_EQ(message(R"({"jobs": [{"time": {"submission": "noon", "elapsed": 5}, )" + gpu + "}]}"),
+            "s.json: jobs[0]: time.submission is not an integer");
+  EXPECT_EQ(message(R"({"jobs": [{"time": {"submission": 5, "elapsed": -1}, )" + gpu + "}]}"),
+            "s.json: jobs[0]: time.elapsed must be >= 0");
+  EXPECT_EQ(message(R"({"jobs": [{"time": {"submission": 5, "elapsed": 1},
+                        "tres": {"allocated": [{"type": "gres", "name": "gpu", "count": 2.5}]}}]})"),
+            "s.json: jobs[0]: tres.allocated gres/gpu count is not an integer");
+  // A job that never got GPUs (pending, cancelled before start) is not an error: it is skipped.
+  EXPECT_EQ(message(R"({"jobs": [{"time": {"submission": 5, "elapsed": 0}, "tres": {"allocated": []}}]})"), "ok");
+}
+
 // --- CLI ---------------------------------------------------------------------------------
 
 int RunCli(const std::string& args, std::string* err) {

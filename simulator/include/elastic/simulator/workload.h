@@ -55,8 +55,10 @@ Result<std::vector<JobSpec>> ReadPhillyWindow(const std::string& path, const Phi
                                               const AppTable& apps);
 
 // A site's accounting export: `sacct -P -X --format=JobID,JobName,Submit,ElapsedRaw,AllocTRES`
-// ('|'-separated, header line; extra columns are ignored). GPUs from AllocTRES `gres/gpu=N`
-// (jobs without GPUs are skipped); GPU-time = ElapsedRaw x GPUs; arrivals relative to the
+// ('|'-separated, header line; extra columns are ignored), or `sacct -X --json` (recognised by
+// its leading '{': job_id, name, time.submission, time.elapsed, tres.allocated gres "gpu").
+// GPUs from AllocTRES `gres/gpu=N` (jobs without GPUs are skipped); GPU-time = elapsed x GPUs;
+// arrivals relative to the
 // earliest Submit; models by MapByGpuTime with `seed`; requests by RigidRequest with the job's
 // GPUs (capped at `max_gpus`).
 Result<std::vector<JobSpec>> ReadSacct(const std::string& path, const AppTable& apps, int max_gpus, uint64_t seed);

@@ -167,6 +167,9 @@ Result<Plan> RunPolicy(std::string_view name, const Snapshot& snapshot, const Po
   body(st, start);
   Plan plan = internal::MakePlan(snapshot, tables.value(), st.choice, std::string(name));
   plan.method = std::string(name);
+  // A policy that searches under an objective of its own (pollux) still reports the plan's
+  // value under the caller's, so that plans of different policies compare.
+  if (&objective != &options.objective) plan.objective = EvaluatePlan(snapshot, plan, options.objective);
   if (Status s = internal::Finish(snapshot, options, start, plan); !s.ok()) return s;
   return plan;
 }
@@ -333,15 +336,27 @@ class EvolutionaryPolicy final : public Policy {
   }
 };
 
+double PolluxPendingPenalty(const Cluster& cluster) {
+  int gpus_per_node = 1;
+  for (const GpuType& t : cluster.types) gpus_per_node = std::max(gpus_per_node, t.gpus_per_node);
+  return 1000.0 / gpus_per_node;
+}
+
 class PolluxPolicy final : public Policy {
  public:
   std::string_view name() const noexcept override { return "pollux"; }
   Result<Plan> Solve(const Snapshot& snapshot, const PolicyOptions& options) const override {
-    // Pollux optimises the power mean of speedups (p = -1 unless the caller chose another p).
+    // Pollux optimises the power mean of speedups (p = -1 unless the caller chose a power mean
+    // of its own). A job without GPUs counts as Pollux counts it: its speedup is 0, floored at
+    // 1e-3 in Pollux's scaled units, where one GPU of a node with G GPUs is worth 1/G. So a
+    // pending job costs (1e-3)^-1 = 1000 where a job at its base size costs G: relative to the
+    // base (our unit), 1000 / G (250 on 4-GPU nodes), not Sia's 1.1. Running as many jobs as
+    // possible thus comes first, which is what keeps Pollux's JCT low under heavy load.
     Objective obj = options.objective;
     if (obj.kind != ObjectiveKind::kPowerMean) {
       obj.kind = ObjectiveKind::kPowerMean;
       obj.p = -1.0;
+      obj.pending_penalty = PolluxPendingPenalty(snapshot.cluster);
     }
     return RunPolicy(name(), snapshot, options, obj, [&](State& st, Clock::time_point start) {
       Genetic(st, {100, 100, 0.5, 0.3}, options.seed, options.time_budget_ms, start);

@@ -145,6 +145,31 @@ TEST(Objectives, WeightedSumPrefersTheLargerTotal) {
   EXPECT_EQ(plan.assignments[1].gpus, 4);
 }
 
+TEST(Objectives, PolluxCountsAPendingJobAsPolluxDoes) {
+  // One node of 2 GPUs, two jobs that run on 1 GPU (utility 1) or 2 (1.9). Under Sia's pending
+  // penalty (1.1) the power mean prefers one job on both GPUs (1.1 - 1/1.9 = 0.57 against
+  // 2 x 0.1); Pollux's floor makes a pending job cost 1000 / 2 GPUs per node = 500, so the
+  // pollux policy runs both. Its plan is still reported under the caller's objective (sum: 2).
+  Snapshot s;
+  s.cluster.types = {{"a100", 1, 2}};
+  Job a;
+  a.id = "a";
+  a.max_gpus = 2;
+  a.options = {{"a100", 1, 0, 1.0}, {"a100", 2, 0, 1.9}};
+  Job b = a;
+  b.id = "b";
+  s.jobs = {a, b};
+  PolicyOptions o;
+  const Plan pollux = MustSolve("pollux", s, o);
+  EXPECT_EQ(pollux.assignments[0].gpus, 1);
+  EXPECT_EQ(pollux.assignments[1].gpus, 1);
+  EXPECT_NEAR(pollux.objective, 2.0, 1e-12);
+  o.objective.kind = ObjectiveKind::kPowerMean;  // the caller's own power mean: Sia's penalty
+  const Plan sia = MustSolve("dp", s, o);
+  EXPECT_EQ(sia.assignments[0].gpus + sia.assignments[1].gpus, 2);
+  EXPECT_TRUE(sia.assignments[0].pending || sia.assignments[1].pending);
+}
+
 TEST(Objectives, PowerMeanPendingPenaltyAdmitsMoreJobs) {
   Snapshot s = TwoJobs();
   s.jobs[1].options = {{"a100", 8, 0, 1.0}};  // b only runs on the whole node

@@ -1116,11 +1116,15 @@ EpochResult Controller::Epoch(const std::vector<NodeInfo>& nodes, const std::vec
     int current = PlannedGpus(job);
     auto ait = assignment.find(std::to_string(id));
     int target = planned && ait != assignment.end() && !ait->second->pending ? ait->second->gpus : current;
-    // Extensions on nodes that start draining leave, whatever the plan says.
+    // Extensions on nodes that start draining (or are down, failed, in maintenance) leave,
+    // whatever the plan says. A node whose state slurmctld does not know right now (it stopped
+    // responding, or slurmctld restarted and the node has not registered again) is no reason:
+    // Slurm itself ends the extension if the node goes down.
     std::vector<int64_t> draining;
     for (const auto& [eid, e] : extensions_) {
       auto nit = node_by_name.find(e.node);
-      if (e.parent == id && e.state == "joined" && nit != node_by_name.end() && (nit->second->draining || !nit->second->usable)) {
+      if (e.parent == id && e.state == "joined" && nit != node_by_name.end() &&
+          (nit->second->draining || (!nit->second->usable && !nit->second->unresponsive))) {
         draining.push_back(eid);
       }
     }

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <tuple>
 
 extern "C" {
 #include <slurm/slurm.h>
@@ -67,6 +68,19 @@ JobInfo FromRecord(const slurm_job_info_t& j) {
                             (j.state_reason == WAIT_NO_REASON || j.state_reason == WAIT_RESOURCES ||
                              j.state_reason == WAIT_PRIORITY);
   auto [type, gpus] = ParseGpuTres(Str(job.state == SlurmJobState::kPending ? j.tres_req_str : j.tres_alloc_str));
+  if (gpus == 0 && job.state != SlurmJobState::kPending) {
+    // Right after a restart of slurmctld, running jobs have no TRES string until their nodes
+    // register again: take the GRES in use ("gpu:a100:2(IDX:0-1)"), else the request per node.
+    std::tie(type, gpus) = ParseGpuGres(Str(j.gres_total));
+    if (gpus == 0) {
+      std::string per_node = Str(j.tres_per_node);
+      for (size_t at = per_node.find("gres:"); at != std::string::npos; at = per_node.find("gres:")) {
+        per_node.erase(at, 5);  // "gres:gpu:a100:2" -> "gpu:a100:2"
+      }
+      std::tie(type, gpus) = ParseGpuGres(per_node);
+      gpus *= static_cast<int>(std::max<uint32_t>(1, j.num_nodes));
+    }
+  }
   job.gpu_type = type;
   job.gpus = gpus;
   if (j.time_limit != INFINITE && j.time_limit != NO_VAL) job.time_limit_s = static_cast<int64_t>(j.time_limit) * 60;
@@ -156,6 +170,7 @@ Result<std::vector<NodeInfo>> SlurmAdapter::LoadNodes() {
     uint32_t base = n.node_state & NODE_STATE_BASE;
     uint32_t flags = n.node_state;
     node.draining = (flags & NODE_STATE_DRAIN) != 0;
+    node.unresponsive = base == NODE_STATE_UNKNOWN || (flags & NODE_STATE_NO_RESPOND) != 0;
     node.usable = base != NODE_STATE_DOWN && base != NODE_STATE_FUTURE && base != NODE_STATE_UNKNOWN &&
                   !(flags & (NODE_STATE_DRAIN | NODE_STATE_FAIL | NODE_STATE_MAINT | NODE_STATE_RES |
                              NODE_STATE_NO_RESPOND | NODE_STATE_POWERED_DOWN | NODE_STATE_REBOOT_REQUESTED));
@@ -265,13 +280,6 @@ Status SlurmAdapter::Requeue(uint32_t job_id) {
       return Status(ErrorKind::kUnavailable, "job " + std::to_string(job_id) + " is still completing");
     }
     return SlurmError("cannot requeue job " + std::to_string(job_id));
-  }
-  job_desc_msg_t u;
-  slurm_init_job_desc_msg(&u);
-  u.job_id = job_id;
-  u.begin_time = time(nullptr);
-  if (slurm_update_job(&u) != SLURM_SUCCESS) {
-    return SlurmError("job " + std::to_string(job_id) + " requeued, but its start time was not reset");
   }
   return Status::Ok();
 }

@@ -21,6 +21,9 @@ struct NodeInfo {
   int gpus_used = 0;     // allocated to jobs
   bool usable = true;    // up and not drained, draining, failing, reserved or in maintenance
   bool draining = false; // drain requested (jobs may still run)
+  // State not known to slurmctld right now (not responding, or just after slurmctld restarted and
+  // before the node registered again): not usable for growth, but no reason to move work off it.
+  bool unresponsive = false;
   int free() const { return usable ? std::max(0, gpus - gpus_used) : 0; }
 };
 
@@ -85,9 +88,10 @@ class SlurmAdapter {
   Status Release(uint32_t job_id);
   // Cancels a job (SIGKILL to every step, as scancel does). A job that already ended is fine.
   Status Cancel(uint32_t job_id);
-  // Requeues an ended batch job and makes it eligible at once (Slurm delays a requeued job's
-  // start by two minutes otherwise), as `scontrol requeue` + `scontrol update StartTime=now`.
-  // kUnavailable while the job is still completing: try again later.
+  // Requeues an ended batch job (`scontrol requeue`). Slurm starts it again once the
+  // credentials of its last run have expired (AuthInfo cred_expire, 120 s by default): an earlier
+  // start on the same node fails with "Job credential revoked". kUnavailable while the job is
+  // still completing: try again later.
   Status Requeue(uint32_t job_id);
 };
 

@@ -24,7 +24,7 @@ nlohmann::json SnapshotToJson(const std::vector<NodeInfo>& nodes, const std::vec
   nlohmann::json n = nlohmann::json::array();
   for (const auto& x : nodes) {
     n.push_back({{"name", x.name}, {"gpu_type", x.gpu_type}, {"gpus", x.gpus}, {"gpus_used", x.gpus_used},
-                 {"usable", x.usable}, {"draining", x.draining}});
+                 {"usable", x.usable}, {"draining", x.draining}, {"unresponsive", x.unresponsive}});
   }
   nlohmann::json j = nlohmann::json::array();
   for (const auto& x : jobs) {
@@ -50,6 +50,7 @@ Result<RecordedSnapshot> SnapshotFromJson(const nlohmann::json& j) {
       n.gpus_used = x.value("gpus_used", 0);
       n.usable = x.value("usable", true);
       n.draining = x.value("draining", false);
+      n.unresponsive = x.value("unresponsive", false);
       out.nodes.push_back(n);
     }
     for (const auto& x : j.at("jobs")) {

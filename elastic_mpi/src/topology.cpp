@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 
 namespace elastic::mpi {
@@ -24,6 +25,25 @@ Result<TopologyPtr> Load(bool with_io) {
   if (with_io) hwloc_topology_set_io_types_filter(raw, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
   if (hwloc_topology_load(raw) != 0) return Status(ErrorKind::kUnavailable, "hwloc_topology_load failed");
   return topo;
+}
+
+// The node's topology with its PCI devices, loaded once per process: loading it (PCI discovery
+// included) takes tens of milliseconds, and binding runs again after every rescale. Queries on a
+// loaded topology are thread-safe; it is never modified after the load.
+Result<hwloc_topology_t> SharedTopology() {
+  static std::once_flag once;
+  static TopologyPtr topology;
+  static Status failure = Status::Ok();
+  std::call_once(once, [] {
+    auto loaded = Load(/*with_io=*/true);
+    if (loaded.ok()) {
+      topology = std::move(loaded).value();
+    } else {
+      failure = loaded.status();
+    }
+  });
+  if (!topology) return failure;
+  return topology.get();
 }
 
 struct BitmapDeleter {
@@ -66,9 +86,9 @@ std::string TopologySummary::ToJson() const {
 }
 
 Result<TopologySummary> DescribeTopology() {
-  auto loaded = Load(/*with_io=*/true);
+  auto loaded = SharedTopology();
   if (!loaded.ok()) return loaded.status();
-  hwloc_topology_t topo = loaded.value().get();
+  hwloc_topology_t topo = loaded.value();
   TopologySummary s;
   s.numa_nodes = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_NUMANODE);
   s.cores = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
@@ -99,9 +119,9 @@ Result<std::string> BindToShare(int node_rank, int node_size) {
     return Status(ErrorKind::kInvalidArgument, "BindToShare: rank " + std::to_string(node_rank) +
                                                    " of " + std::to_string(node_size));
   }
-  auto loaded = Load(/*with_io=*/true);
+  auto loaded = SharedTopology();
   if (!loaded.ok()) return loaded.status();
-  hwloc_topology_t topo = loaded.value().get();
+  hwloc_topology_t topo = loaded.value();
 
   // The pool of cores this rank shares with others, and its index among them.
   hwloc_const_cpuset_t pool = hwloc_topology_get_topology_cpuset(topo);

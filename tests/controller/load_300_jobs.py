@@ -55,6 +55,10 @@ def main():
             registered = json.loads(d.ctl("status", "--json").stdout)["jobs"]
             if len(registered) >= JOBS:
                 break
+            states = run(["squeue", "-h", "-j", array, "-t", "all", "-o", "%i %T %r"]).stdout.split("\n")
+            ended = [line for line in states if line and " RUNNING " not in line and " PENDING " not in line]
+            if ended:
+                sys.exit(f"{len(ended)} jobs of the array ended before the load was applied: {ended[:5]}")
             time.sleep(2)
         if len(registered) < JOBS:
             sys.exit(f"only {len(registered)} of {JOBS} jobs registered within 600 s")

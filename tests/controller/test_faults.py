@@ -17,6 +17,7 @@ from clustertest import CLUSTER_SCRIPT, CLUSTER_DIR, PORT_BASE, read, run, job_s
 from e2e import ElasticdTestCase, extension_jobs, gpus_of, status, submit_trainer, wait_until
 
 EPOCH = ElasticdTestCase.EPOCH
+CRED_EXPIRE_S = 30  # AuthInfo cred_expire in scripts/cluster's slurm.conf
 TRAINER_NAME = "elastic-train-logreg"
 
 
@@ -78,8 +79,10 @@ class FaultTest(ElasticdTestCase):
         self.assertRegex(out, r"a rank of the world died|did not finish within \d+ s")
 
         # elasticd requeues it (exit code 75) and it resumes from its checkpoint at its base size.
-        wait_until(lambda: restarts(a) == 1 and job_state(a) == "RUNNING", 3 * EPOCH + 30,
-                   "elasticd to requeue the job")
+        # Slurm starts a requeued job once the credentials of its last run expired: the test
+        # cluster's cred_expire is 30 s (Slurm's default 120 s).
+        wait_until(lambda: restarts(a) == 1 and job_state(a) == "RUNNING", CRED_EXPIRE_S + 3 * EPOCH + 30,
+                   "elasticd to requeue the job and Slurm to start it again")
         self.assertIn(f"requeued job {a}", self.d.read_log())
         wait_until(lambda: re.search(r"restored .*checkpoint\.bin at epoch \d+", read(out_path)), 60,
                    "the restarted job to resume from its checkpoint")
@@ -111,8 +114,11 @@ class FaultTest(ElasticdTestCase):
         db = sqlite3.connect(self.d.db)
         grows = db.execute("SELECT COUNT(*) FROM rescales WHERE job_id = ? AND kind = 'grow'", (a,)).fetchone()[0]
         exts = db.execute("SELECT COUNT(*) FROM extensions WHERE parent = ?", (a,)).fetchone()[0]
+        actions = [r[0] for r in db.execute("SELECT action FROM audit WHERE job_id = ? ORDER BY id", (a,))]
         db.close()
         self.assertEqual((grows, exts), (1, 1))
+        # Nodes that had not registered again with the new slurmctld are no reason to shrink.
+        self.assertNotIn("shrink", actions)
         log = self.d.read_log()[log_before:]
         epochs_after = len(re.findall(r"epoch \d+", log))
         self.assertGreater(epochs_after, 0, "no epoch ran after slurmctld's restart")

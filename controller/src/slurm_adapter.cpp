@@ -13,6 +13,7 @@ extern "C" {
 #include <slurm/slurm_errno.h>
 }
 
+#include "elastic/common/gres.h"
 #include "elastic/common/log.h"
 
 namespace elastic::controller {
@@ -67,20 +68,9 @@ JobInfo FromRecord(const slurm_job_info_t& j) {
   job.waits_for_resources = job.state == SlurmJobState::kPending && !job.held &&
                             (j.state_reason == WAIT_NO_REASON || j.state_reason == WAIT_RESOURCES ||
                              j.state_reason == WAIT_PRIORITY);
-  auto [type, gpus] = ParseGpuTres(Str(job.state == SlurmJobState::kPending ? j.tres_req_str : j.tres_alloc_str));
-  if (gpus == 0 && job.state != SlurmJobState::kPending) {
-    // Right after a restart of slurmctld, running jobs have no TRES string until their nodes
-    // register again: take the GRES in use ("gpu:a100:2(IDX:0-1)"), else the request per node.
-    std::tie(type, gpus) = ParseGpuGres(Str(j.gres_total));
-    if (gpus == 0) {
-      std::string per_node = Str(j.tres_per_node);
-      for (size_t at = per_node.find("gres:"); at != std::string::npos; at = per_node.find("gres:")) {
-        per_node.erase(at, 5);  // "gres:gpu:a100:2" -> "gpu:a100:2"
-      }
-      std::tie(type, gpus) = ParseGpuGres(per_node);
-      gpus *= static_cast<int>(std::max<uint32_t>(1, j.num_nodes));
-    }
-  }
+  auto [type, gpus] = job.state == SlurmJobState::kPending
+                          ? ParseGpuTres(Str(j.tres_req_str))
+                          : RunningJobGpus(Str(j.tres_alloc_str), Str(j.gres_total), Str(j.tres_per_node), j.num_nodes);
   job.gpu_type = type;
   job.gpus = gpus;
   if (j.time_limit != INFINITE && j.time_limit != NO_VAL) job.time_limit_s = static_cast<int64_t>(j.time_limit) * 60;
@@ -94,58 +84,6 @@ JobInfo FromRecord(const slurm_job_info_t& j) {
 }
 
 }  // namespace
-
-std::pair<std::string, int> ParseGpuGres(const std::string& gres) {
-  std::string type;
-  int total = 0;
-  size_t start = 0;
-  while (start < gres.size()) {
-    size_t comma = gres.find(',', start);
-    std::string item = gres.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    item = item.substr(0, item.find('('));
-    if (item.rfind("gpu:", 0) == 0) {
-      std::string rest = item.substr(4);
-      auto colon = rest.rfind(':');
-      int n = 0;
-      std::string t;
-      if (colon == std::string::npos) {
-        n = std::atoi(rest.c_str());
-      } else {
-        t = rest.substr(0, colon);
-        n = std::atoi(rest.c_str() + colon + 1);
-      }
-      total += n;
-      if (!t.empty()) type = type.empty() || type == t ? t : "mixed";
-    }
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return {type, total};
-}
-
-std::pair<std::string, int> ParseGpuTres(const std::string& tres) {
-  std::string type;
-  int total = 0;
-  size_t start = 0;
-  while (start < tres.size()) {
-    size_t comma = tres.find(',', start);
-    std::string item = tres.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    auto eq = item.find('=');
-    if (eq != std::string::npos) {
-      std::string key = item.substr(0, eq);
-      int n = std::atoi(item.c_str() + eq + 1);
-      if (key == "gres/gpu") {
-        total = n;
-      } else if (key.rfind("gres/gpu:", 0) == 0 && n > 0) {
-        std::string t = key.substr(9);
-        type = type.empty() || type == t ? t : "mixed";
-      }
-    }
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return {type == "mixed" ? "" : type, total};
-}
 
 SlurmAdapter::SlurmAdapter(const std::string& slurm_conf) {
   slurm_init(slurm_conf.empty() ? nullptr : slurm_conf.c_str());

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "elastic/common/error.h"
+#include "elastic/common/gres.h"
 
 namespace elastic::controller {
 
@@ -95,9 +96,9 @@ class SlurmAdapter {
   Status Requeue(uint32_t job_id);
 };
 
-// "gpu:a100:4(S:0)" / "gpu:4" -> (type, count); several GRES are comma separated.
-std::pair<std::string, int> ParseGpuGres(const std::string& gres);
-// GPUs and their single type from a TRES string ("...,gres/gpu:a100=4,gres/gpu=4").
-std::pair<std::string, int> ParseGpuTres(const std::string& tres);
+// The GPU parsers of Slurm's text forms (common/include/elastic/common/gres.h).
+using slurm_text::ParseGpuGres;
+using slurm_text::ParseGpuTres;
+using slurm_text::RunningJobGpus;
 
 }  // namespace elastic::controller

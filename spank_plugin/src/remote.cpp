@@ -8,8 +8,10 @@
 #include <cstring>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "elastic/common/gres.h"
 #include "elastic/common/log.h"
 #include "elastic/common/wire.h"
 #include "plugin_state.h"
@@ -26,33 +28,10 @@ struct JobRecord {
   std::string partition;
   std::string nodes;
   std::string admin_comment;
-  int64_t gpus = 0;          // gres/gpu in the job's allocated TRES
-  std::string gpu_type;      // the single type when gres/gpu:<type>=N is listed (else empty)
+  int gpus = 0;              // GPUs allocated to the job (slurm_text::RunningJobGpus)
+  std::string gpu_type;      // their single type ("" when untyped or mixed)
   int64_t time_limit_s = 0;  // 0: none
 };
-
-// Parses "cpu=2,node=2,billing=2,gres/gpu:a100=4,gres/gpu=4".
-void ParseTres(const char* tres, JobRecord& job) {
-  if (tres == nullptr) return;
-  std::string s(tres);
-  size_t start = 0;
-  while (start <= s.size()) {
-    size_t comma = s.find(',', start);
-    std::string item = s.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    auto eq = item.find('=');
-    if (eq != std::string::npos) {
-      std::string key = item.substr(0, eq);
-      int64_t value = std::strtoll(item.c_str() + eq + 1, nullptr, 10);
-      if (key == "gres/gpu") {
-        job.gpus = value;
-      } else if (key.rfind("gres/gpu:", 0) == 0 && value > 0) {
-        job.gpu_type = job.gpu_type.empty() ? key.substr(9) : "mixed";
-      }
-    }
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-}
 
 Result<JobRecord> LoadJob(uint32_t job_id) {
   job_info_msg_t* msg = nullptr;
@@ -71,7 +50,11 @@ Result<JobRecord> LoadJob(uint32_t job_id) {
   job.partition = j.partition ? j.partition : "";
   job.nodes = j.nodes ? j.nodes : "";
   job.admin_comment = j.admin_comment ? j.admin_comment : "";
-  ParseTres(j.tres_alloc_str, job);
+  // Right after a restart of slurmctld a running job has no TRES string yet: RunningJobGpus
+  // falls back to its GRES.
+  auto s = [](const char* text) { return std::string(text ? text : ""); };
+  std::tie(job.gpu_type, job.gpus) =
+      slurm_text::RunningJobGpus(s(j.tres_alloc_str), s(j.gres_total), s(j.tres_per_node), j.num_nodes);
   if (j.time_limit != INFINITE && j.time_limit != NO_VAL) job.time_limit_s = static_cast<int64_t>(j.time_limit) * 60;
   slurm_free_job_info_msg(msg);
   return job;

@@ -1,4 +1,4 @@
-"""Load test (label slurm; ctest name slurm.load_300_jobs): elasticd with 300 running elastic jobs on an enlarged local cluster
+"""Load test (label bench; ctest name bench.elasticd_load): elasticd with 300 running elastic jobs on an enlarged local cluster
 (76 nodes x 4 fake GPUs) and a stream of metrics messages at 10x their normal rate. Promises:
 every epoch under 1 s, and no message lost (each one sent is accepted and counted for its job).
 
@@ -11,6 +11,7 @@ from elasticd's journal, the stream's figures, the per-job counts compared) and 
 promise is broken. Everything it started is stopped at the end.
 """
 
+import glob
 import json
 import os
 import sqlite3
@@ -38,6 +39,24 @@ def cluster(*args):
                           capture_output=True, text=True, timeout=600)
 
 
+def launch_diagnostics(jobs_dir, tasks):
+    """What the job outputs and the Slurm logs say about array tasks that failed to start."""
+    lines = []
+    for task in tasks:
+        path = os.path.join(jobs_dir, f"{task}.out")
+        if os.path.exists(path):
+            with open(path) as f:
+                lines.append(f"--- {path}\n{f.read()[-2000:]}")
+        jid = run(["squeue", "-h", "-j", task, "-t", "all", "-o", "%A"], check=False).stdout.strip()
+        for log in sorted(glob.glob(os.path.join(CLUSTER_DIR, "log", "*.log"))):
+            with open(log, errors="replace") as f:
+                hits = [line.rstrip() for line in f if jid and (f"JobId={jid} " in line or f"job {jid} " in line or
+                                                                  f"[{jid}." in line or f"JobId={jid}(" in line)]
+            if hits:
+                lines.append(f"--- {os.path.basename(log)} (job {jid})\n" + "\n".join(hits[-10:]))
+    return "\n".join(lines)
+
+
 def main():
     up = cluster("up")
     if up.returncode != 0:
@@ -47,7 +66,7 @@ def main():
         d = Elasticd("bench-live", epoch=5).start()
         jobs_dir = os.path.join(CLUSTER_DIR, "jobs")
         out = run(["sbatch", "--parsable", f"--array=0-{JOBS - 1}", "--elastic-gpus=1:4", "--gres=gpu:1",
-                   f"--chdir={jobs_dir}", "-o", "/dev/null", "--wrap", "sleep 1800"], user=JOB_USER, cwd=jobs_dir)
+                   f"--chdir={jobs_dir}", "-o", "%A_%a.out", "--wrap", "sleep 1800"], user=JOB_USER, cwd=jobs_dir)
         array = out.stdout.strip().split(";")[0]
         end = time.time() + 600
         registered = []
@@ -58,7 +77,8 @@ def main():
             states = run(["squeue", "-h", "-j", array, "-t", "all", "-o", "%i %T %r"]).stdout.split("\n")
             ended = [line for line in states if line and " RUNNING " not in line and " PENDING " not in line]
             if ended:
-                sys.exit(f"{len(ended)} jobs of the array ended before the load was applied: {ended[:5]}")
+                sys.exit(f"{len(ended)} jobs of the array ended before the load was applied: {ended[:5]}\n" +
+                         launch_diagnostics(jobs_dir, [line.split()[0] for line in ended[:3]]))
             time.sleep(2)
         if len(registered) < JOBS:
             sys.exit(f"only {len(registered)} of {JOBS} jobs registered within 600 s")

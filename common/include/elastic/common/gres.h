@@ -1,0 +1,24 @@
+// GPUs in Slurm's text forms, for the plugin and elasticd (no libslurm here: the callers pass the
+// strings of their job and node records).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+
+namespace elastic::slurm_text {
+
+// "gpu:a100:4(S:0),gpu:2" (a node's Gres/GresUsed, a job's GRES in use) -> (type, count). The type
+// is "mixed" when several types appear, "" when none is named.
+std::pair<std::string, int> ParseGpuGres(const std::string& gres);
+// "cpu=2,node=1,gres/gpu=4,gres/gpu:a100=4" (TRES) -> (type, count) from gres/gpu; the type is ""
+// when untyped or mixed.
+std::pair<std::string, int> ParseGpuTres(const std::string& tres);
+
+// A running job's GPUs: its allocated TRES, else (right after a restart of slurmctld, before the
+// TRES string is rebuilt) its GRES in use, else its per-node request ("gres:gpu:a100:2") times
+// its nodes. The type is "" when untyped or mixed.
+std::pair<std::string, int> RunningJobGpus(const std::string& tres_alloc, const std::string& gres_total,
+                                           const std::string& tres_per_node, uint32_t nodes);
+
+}  // namespace elastic::slurm_text

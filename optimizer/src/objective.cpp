@@ -16,6 +16,12 @@ std::string_view ObjectiveKindName(ObjectiveKind kind) noexcept {
   return kind == ObjectiveKind::kPowerMean ? "power-mean" : "weighted-sum";
 }
 
+double PolluxPendingPenalty(const Cluster& cluster) {
+  int gpus_per_node = 1;
+  for (const GpuType& t : cluster.types) gpus_per_node = std::max(gpus_per_node, t.gpus_per_node);
+  return 1000.0 / gpus_per_node;
+}
+
 double OptionValue(const Objective& objective, const Job& job, const Option& option) {
   double u = option.utility;
   if (objective.rescale_cost_s > 0.0 && job.current) {

@@ -336,12 +336,6 @@ class EvolutionaryPolicy final : public Policy {
   }
 };
 
-double PolluxPendingPenalty(const Cluster& cluster) {
-  int gpus_per_node = 1;
-  for (const GpuType& t : cluster.types) gpus_per_node = std::max(gpus_per_node, t.gpus_per_node);
-  return 1000.0 / gpus_per_node;
-}
-
 class PolluxPolicy final : public Policy {
  public:
   std::string_view name() const noexcept override { return "pollux"; }

@@ -140,6 +140,13 @@ Status Engine::Setup() {
     popt_.objective.kind = k.value();
   }
   popt_.objective.p = c_.p;
+  if (c_.pending_penalty > 0.0) {
+    popt_.objective.pending_penalty = c_.pending_penalty;
+  } else if (c_.pending_penalty < 0.0) {
+    opt::Cluster cluster;
+    cluster.types.push_back({c_.gpu_type, c_.nodes, c_.gpus_per_node});
+    popt_.objective.pending_penalty = opt::PolluxPendingPenalty(cluster);
+  }
   popt_.objective.rescale_cost_s =
       c_.penalty_cost_s >= 0.0 ? c_.penalty_cost_s
                                : (c_.rescale == RescaleMode::kRestart ? c_.restart_cost_s : c_.grow_cost_s);

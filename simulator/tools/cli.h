@@ -23,6 +23,7 @@ struct CommonOptions {
   std::string model = "oracle";
   std::string batch = "elastic";
   std::string keep_running = "auto";
+  std::string pending_penalty = "default";
   std::string weights = "uniform";
   SimConfig config;
 };

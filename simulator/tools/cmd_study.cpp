@@ -16,13 +16,15 @@
 namespace elastic::simulator::cli {
 namespace {
 
-// A study variant: POLICY[-srpt][-frozen]. -srpt: job weights 1 / remaining time
-// (JobWeights::kRemaining); -frozen: batch frozen at the request.
+// A study variant: POLICY[-pm][-srpt][-frozen]. -pm: the power mean (p = -1) with Pollux's cost of
+// a pending job (the objective the pollux policy searches, here solved by POLICY); -srpt: job
+// weights 1 / remaining time (JobWeights::kRemaining); -frozen: batch frozen at the request.
 struct Variant {
   std::string label;
   std::string policy;
   bool frozen = false;
   bool srpt = false;
+  bool pm = false;
 };
 
 bool StripSuffix(std::string& s, const std::string& suffix) {
@@ -34,9 +36,10 @@ bool StripSuffix(std::string& s, const std::string& suffix) {
 }
 
 Variant ParseVariant(const std::string& label) {
-  Variant v{label, label, false, false};
+  Variant v{label, label, false, false, false};
   v.frozen = StripSuffix(v.policy, "-frozen");
   v.srpt = StripSuffix(v.policy, "-srpt");
+  v.pm = StripSuffix(v.policy, "-pm");
   return v;
 }
 
@@ -80,7 +83,7 @@ int RunStudy(const std::vector<std::string>& args) {
   desc.add_options()
       ("help,h", "show this help")
       ("loads", po::value(&loads)->default_value(loads), "job loads (workloads/ for 1.0, workloads-L/ otherwise)")
-      ("policies", po::value(&policies)->default_value(policies), "policy variants POLICY[-srpt][-frozen]: -srpt weights jobs by 1 / remaining time, -frozen freezes the batch")
+      ("policies", po::value(&policies)->default_value(policies), "policy variants POLICY[-pm][-srpt][-frozen]: -pm the power mean with Pollux's cost of a pending job, -srpt weights jobs by 1 / remaining time, -frozen freezes the batch")
       ("mechanisms", po::value(&mechanisms)->default_value(mechanisms), "rescale mechanisms (restart, stop-free)")
       ("workloads", po::value(&workloads)->default_value(workloads), "workload-1 .. workload-N")
       ("threads", po::value(&threads)->default_value(threads), "simulations in parallel")
@@ -148,6 +151,11 @@ int RunStudy(const std::vector<std::string>& args) {
       c.policy = r.variant.policy;
       c.batch_frozen = r.variant.frozen;
       if (r.variant.srpt) c.weights = JobWeights::kRemaining;
+      if (r.variant.pm) {
+        c.objective = "power-mean";
+        c.p = -1.0;
+        c.pending_penalty = -1.0;  // Pollux's
+      }
       c.rescale = r.mechanism == "restart" ? RescaleMode::kRestart : RescaleMode::kStopFree;
       Result<SimResult> res = Simulate(apps.value(), r.jobs, c);
       std::lock_guard<std::mutex> lock(out_mu);

@@ -37,6 +37,8 @@ void AddCommonOptions(boost::program_options::options_description& desc, CommonO
       ("batch", po::value(&o.batch)->default_value(o.batch), "batch size: elastic | frozen (at the request)")
       ("objective", po::value(&c.objective)->default_value(""), "weighted-sum | power-mean (default: the policy's)")
       ("p", po::value(&c.p)->default_value(c.p), "power-mean exponent (< 0)")
+      ("pending-penalty", po::value(&o.pending_penalty)->default_value(o.pending_penalty),
+       "power mean: cost of a pending job: default (Sia's 1.1) | pollux (1000 / GPUs per node) | a number > 0")
       ("keep-running", po::value(&o.keep_running)->default_value(o.keep_running),
        "never preempt running jobs: auto (all but pollux) | on | off")
       ("weights", po::value(&o.weights)->default_value(o.weights),
@@ -57,6 +59,18 @@ Status FinishCommonOptions(CommonOptions& o) {
   if (o.batch == "elastic") c.batch_frozen = false;
   else if (o.batch == "frozen") c.batch_frozen = true;
   else return Status(ErrorKind::kInvalidArgument, "--batch: expected elastic or frozen, got '" + o.batch + "'");
+  if (o.pending_penalty == "default") {
+    c.pending_penalty = 0.0;
+  } else if (o.pending_penalty == "pollux") {
+    c.pending_penalty = -1.0;
+  } else {
+    char* end = nullptr;
+    c.pending_penalty = std::strtod(o.pending_penalty.c_str(), &end);
+    if (end == o.pending_penalty.c_str() || *end != '\0' || !(c.pending_penalty > 0.0)) {
+      return Status(ErrorKind::kInvalidArgument,
+                    "--pending-penalty: expected default, pollux or a number > 0, got '" + o.pending_penalty + "'");
+    }
+  }
   if (o.keep_running == "auto") c.keep_running = -1;
   else if (o.keep_running == "on") c.keep_running = 1;
   else if (o.keep_running == "off") c.keep_running = 0;

@@ -32,6 +32,11 @@ struct Objective {
   double rescale_cost_s = 0.0;
 };
 
+// What a job left without GPUs costs in Pollux's power mean, relative to a job at its base size:
+// Pollux floors a speedup at 1e-3 in units where one GPU of a node with G GPUs is worth 1/G, so
+// 1000 / G (250 on 4-GPU nodes; G: the largest node of the cluster). The pollux policy uses it.
+double PolluxPendingPenalty(const Cluster& cluster);
+
 // Parses "sum" / "weighted-sum" and "power-mean"; nullopt-like failure as Status.
 Result<ObjectiveKind> ParseObjectiveKind(std::string_view name);
 std::string_view ObjectiveKindName(ObjectiveKind kind) noexcept;

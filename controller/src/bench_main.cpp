@@ -8,6 +8,7 @@
 //   elasticctl snapshot > FILE     (records one from a running elasticd)
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -159,7 +160,8 @@ int Metrics(const std::map<std::string, std::string>& o) {
   };
   const double rate = number("--rate", 0, 0.1, 1e6);
   const double seconds = number("--seconds", 0, 0.1, 86400);
-  const int connections = static_cast<int>(number("--connections", 4, 1, 256));
+  const double connections_value = number("--connections", 4, 1, 256);
+  const int connections = connections_value == std::floor(connections_value) ? static_cast<int>(connections_value) : -1;
   if (jobs.empty() || rate <= 0 || seconds <= 0 || connections <= 0) {
     std::fprintf(stderr, "elasticd-bench: metrics needs --jobs ID[,ID...], --rate R > 0 and --seconds S > 0 "
                          "(--connections 1-256)\n");
@@ -185,7 +187,7 @@ int Metrics(const std::map<std::string, std::string>& o) {
   if (o.count("--munge-socket")) options.munge_socket = o.at("--munge-socket");
 
   struct Tally {
-    uint64_t sent = 0, ok = 0, refused = 0, failed = 0;
+    uint64_t sent = 0, ok = 0, refused = 0, failed = 0, connect_failed = 0;
     std::map<uint32_t, uint64_t> accepted;
     std::vector<double> latency_ms;
     std::string first_error;
@@ -201,6 +203,7 @@ int Metrics(const std::map<std::string, std::string>& o) {
       auto client = wire::Client::Connect(address, options);
       if (!client.ok()) {
         t.first_error = client.status().message();
+        ++t.connect_failed;
         return;
       }
       // Connection c sends messages c, c + C, c + 2C, ... of the global schedule (one every
@@ -219,7 +222,10 @@ int Metrics(const std::map<std::string, std::string>& o) {
           ++t.failed;
           if (t.first_error.empty()) t.first_error = reply.status().message();
           auto again = wire::Client::Connect(address, options);  // a broken connection is replaced
-          if (!again.ok()) return;
+          if (!again.ok()) {
+            ++t.connect_failed;
+            return;
+          }
           client = std::move(again);
           continue;
         }
@@ -242,6 +248,7 @@ int Metrics(const std::map<std::string, std::string>& o) {
     all.ok += t.ok;
     all.refused += t.refused;
     all.failed += t.failed;
+    all.connect_failed += t.connect_failed;
     for (const auto& [job, n] : t.accepted) all.accepted[job] += n;
     all.latency_ms.insert(all.latency_ms.end(), t.latency_ms.begin(), t.latency_ms.end());
     if (all.first_error.empty()) all.first_error = t.first_error;
@@ -257,11 +264,12 @@ int Metrics(const std::map<std::string, std::string>& o) {
                      {"seconds", elapsed},          {"connections", connections},
                      {"sent", all.sent},            {"ok", all.ok},
                      {"refused", all.refused},      {"failed", all.failed},
+                     {"connect_failed", all.connect_failed},
                      {"latency_ms_p50", pct(0.5)},  {"latency_ms_p99", pct(0.99)},
                      {"latency_ms_max", pct(1.0)},  {"accepted_per_job", per_job}};
   if (!all.first_error.empty()) out["first_error"] = all.first_error;
   std::cout << out.dump() << "\n";
-  return all.sent > 0 && all.ok == all.sent ? kOk : kFailure;
+  return all.sent > 0 && all.ok == all.sent && all.connect_failed == 0 ? kOk : kFailure;
 }
 
 }  // namespace

@@ -101,7 +101,9 @@ class Controller {
   EpochResult RunEpoch(bool dry_run = false);
   // The epoch's stages on a given view of Slurm (recorded snapshots, benchmarks): bring the
   // registry in line (unless dry_run), snapshot, plan, diff, and enact (unless dry_run).
-  EpochResult Epoch(const std::vector<NodeInfo>& nodes, const std::vector<JobInfo>& jobs, bool dry_run);
+  // `slurm_ms`: what reading `nodes` and `jobs` from slurmctld took (part of the epoch's time).
+  EpochResult Epoch(const std::vector<NodeInfo>& nodes, const std::vector<JobInfo>& jobs, bool dry_run,
+                    double slurm_ms = 0.0);
   // The registered elastic jobs as JSON (ElasticJob::ToJson each).
   nlohmann::json RegistryJson() const;
 

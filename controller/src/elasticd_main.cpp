@@ -73,10 +73,6 @@ void ApplyLogging(const ControllerConfig& c) {
   Logger::Get().SetLevel(*ParseLogLevel(c.log_level));
 }
 
-// What elasticd trusts at start: its configuration decides which program extension jobs run
-// and where state and logs go; its state database holds join tokens. None of it may be changed
-// by anyone but root or elasticd's own user, and the database may be read by nobody else.
-// Returns the first problem, naming the path, its mode and owner, and the fix.
 std::string ModeText(mode_t mode) {
   char text[8];
   std::snprintf(text, sizeof text, "%04o", static_cast<unsigned>(mode & 07777));
@@ -95,16 +91,27 @@ Status CheckNotWritableByOthers(const std::string& path, const char* what, bool 
     return Status(ErrorKind::kPermission, std::string(what) + " " + path + " belongs to uid " +
                                               std::to_string(st.st_uid) + ", not to root or elasticd's user");
   }
-  // A sticky directory writable by all (/tmp) is fine for a directory: others cannot replace
-  // what elasticd owns there.
-  const bool sticky_dir = S_ISDIR(st.st_mode) && (st.st_mode & S_ISVTX);
-  if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !sticky_dir) {
+  // No exception for sticky directories (/tmp): others could create the database's -wal/-shm
+  // or the log file there before elasticd does.
+  if (st.st_mode & (S_IWGRP | S_IWOTH)) {
     return Status(ErrorKind::kPermission, std::string(what) + " " + path + " is writable by group or others (mode " +
                                               ModeText(st.st_mode) + "): chmod go-w " + path);
   }
   return Status::Ok();
 }
 
+Status CheckLogPermissions(const ControllerConfig& c) {
+  if (c.log_file.empty()) return Status::Ok();
+  Status s = CheckNotWritableByOthers(c.log_file, "log file", false);
+  if (!s.ok()) return s;
+  return CheckNotWritableByOthers(std::filesystem::path(c.log_file).parent_path().string(), "log directory", true);
+}
+
+// What elasticd trusts at start: its configuration decides which program extension jobs run
+// and where state and logs go; its state database holds join tokens. None of it may be changed
+// by anyone but root or elasticd's own user, and the database may be read by nobody else.
+// Returns the first problem, naming the path, its mode and owner, and the fix. (Not checked:
+// the directories above these; a site keeps them root's, as for slurm.conf.)
 Status CheckStartupPermissions(const std::string& config_path, const ControllerConfig& c) {
   Status s = CheckNotWritableByOthers(config_path, "configuration file", true);
   if (!s.ok()) return s;
@@ -127,12 +134,8 @@ Status CheckStartupPermissions(const std::string& config_path, const ControllerC
                                                 ModeText(st.st_mode) + "): chmod 600 " + path);
     }
   }
-  if (!c.log_file.empty()) {
-    s = CheckNotWritableByOthers(c.log_file, "log file", false);
-    if (!s.ok()) return s;
-    s = CheckNotWritableByOthers(std::filesystem::path(c.log_file).parent_path().string(), "log directory", true);
-    if (!s.ok()) return s;
-  }
+  s = CheckLogPermissions(c);
+  if (!s.ok()) return s;
   if (!c.munge_socket.empty()) {
     struct stat st {};
     if (::stat(c.munge_socket.c_str(), &st) == 0 && !S_ISSOCK(st.st_mode)) {
@@ -205,6 +208,8 @@ int Run(const std::string& path) {
           Log(LogLevel::kError, "", "reload refused, keeping the running configuration: ", fresh.status().message());
         } else if (!(fresh.value().listen == ctl.config().listen) || fresh.value().state_db != ctl.config().state_db) {
           Log(LogLevel::kError, "", "reload refused: controller.listen and controller.state_db need a restart");
+        } else if (Status perms = CheckLogPermissions(fresh.value()); !perms.ok()) {
+          Log(LogLevel::kError, "", "reload refused, keeping the running configuration: ", perms.message());
         } else {
           try {
             ApplyLogging(fresh.value());

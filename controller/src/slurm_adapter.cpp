@@ -108,7 +108,10 @@ Result<std::vector<NodeInfo>> SlurmAdapter::LoadNodes() {
     uint32_t base = n.node_state & NODE_STATE_BASE;
     uint32_t flags = n.node_state;
     node.draining = (flags & NODE_STATE_DRAIN) != 0;
-    node.unresponsive = base == NODE_STATE_UNKNOWN || (flags & NODE_STATE_NO_RESPOND) != 0;
+    // Unknown only because it has not (re)registered or does not answer right now: not when it is
+    // also down, failing, draining or in maintenance (those move work off it).
+    node.unresponsive = (base == NODE_STATE_UNKNOWN || (flags & NODE_STATE_NO_RESPOND) != 0) && base != NODE_STATE_DOWN &&
+                        !(flags & (NODE_STATE_DRAIN | NODE_STATE_FAIL | NODE_STATE_MAINT));
     node.usable = base != NODE_STATE_DOWN && base != NODE_STATE_FUTURE && base != NODE_STATE_UNKNOWN &&
                   !(flags & (NODE_STATE_DRAIN | NODE_STATE_FAIL | NODE_STATE_MAINT | NODE_STATE_RES |
                              NODE_STATE_NO_RESPOND | NODE_STATE_POWERED_DOWN | NODE_STATE_REBOOT_REQUESTED));
@@ -217,7 +220,14 @@ Status SlurmAdapter::Requeue(uint32_t job_id) {
     if (err == ESLURM_TRANSITION_STATE_NO_UPDATE || err == ESLURM_JOB_PENDING) {
       return Status(ErrorKind::kUnavailable, "job " + std::to_string(job_id) + " is still completing");
     }
-    return SlurmError("cannot requeue job " + std::to_string(job_id));
+    // slurmctld unreachable: try again later; anything else (--no-requeue, JobRequeue=0, not a
+    // batch job, access denied) is Slurm's answer, not worth repeating.
+    const bool transient = (err >= SLURM_COMMUNICATIONS_CONNECTION_ERROR && err <= SLURM_COMMUNICATIONS_SHUTDOWN_ERROR) ||
+                           (err >= SLURMCTLD_COMMUNICATIONS_CONNECTION_ERROR &&
+                            err <= SLURMCTLD_COMMUNICATIONS_SHUTDOWN_ERROR) ||
+                           err == SLURM_PROTOCOL_SOCKET_IMPL_TIMEOUT || err == ESLURM_IN_STANDBY_MODE;
+    return Status(transient ? ErrorKind::kUnavailable : ErrorKind::kPermission,
+                  "cannot requeue job " + std::to_string(job_id) + ": " + slurm_strerror(err));
   }
   return Status::Ok();
 }

@@ -218,6 +218,8 @@ class ControllerTest(ClusterTestCase):
 
         os.chmod(d.dir, 0o777)
         refused(f"state directory {d.dir} is writable by group or others (mode 0777)")
+        os.chmod(d.dir, 0o1777)  # sticky, like /tmp: others could still create state.db-wal there
+        refused(f"state directory {d.dir} is writable by group or others (mode 1777)")
         os.chmod(d.dir, 0o755)
 
         with open(d.db, "w"):

@@ -54,7 +54,8 @@ struct SimConfig {
   std::string objective = "";  // "" = the policy's default (weighted-sum; pollux: power-mean)
   double p = -1.0;
   // Power mean only: what a pending job costs (0: the objective's default, Sia's 1.1; < 0: Pollux's,
-  // PolluxPendingPenalty of the simulated cluster). The pollux policy always uses Pollux's.
+  // PolluxPendingPenalty of the simulated cluster). The pollux policy uses Pollux's unless an
+  // objective is given.
   double pending_penalty = 0.0;
   // Batch: elastic (the optimizer chooses it) or frozen at the user's request (Saxena's
   // baseline; optimus, static and fifo always freeze it).

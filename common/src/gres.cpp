@@ -5,55 +5,57 @@
 
 namespace elastic::slurm_text {
 
-std::pair<std::string, int> ParseGpuGres(const std::string& gres) {
-  std::string type;
-  int total = 0;
+namespace {
+
+// Calls `item` for every comma-separated item of `text` (empty items included).
+template <typename F>
+void ForEachItem(const std::string& text, F item) {
   size_t start = 0;
-  while (start < gres.size()) {
-    size_t comma = gres.find(',', start);
-    std::string item = gres.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    item = item.substr(0, item.find('('));
-    if (item.rfind("gpu:", 0) == 0) {
-      std::string rest = item.substr(4);
-      auto colon = rest.rfind(':');
-      int n = 0;
-      std::string t;
-      if (colon == std::string::npos) {
-        n = std::atoi(rest.c_str());
-      } else {
-        t = rest.substr(0, colon);
-        n = std::atoi(rest.c_str() + colon + 1);
-      }
-      total += std::max(0, n);
-      if (!t.empty()) type = type.empty() || type == t ? t : "mixed";
-    }
+  while (start < text.size()) {
+    const size_t comma = text.find(',', start);
+    item(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
+}
+
+// The running type: the first one named, "mixed" once another appears.
+void AddType(std::string& type, const std::string& t) { type = type.empty() || type == t ? t : "mixed"; }
+
+}  // namespace
+
+std::pair<std::string, int> ParseGpuGres(const std::string& gres) {
+  std::string type;
+  int total = 0;
+  ForEachItem(gres, [&](std::string item) {
+    item = item.substr(0, item.find('('));
+    if (item.rfind("gpu:", 0) != 0) return;
+    const std::string rest = item.substr(4);
+    const auto colon = rest.rfind(':');
+    if (colon == std::string::npos) {
+      total += std::max(0, std::atoi(rest.c_str()));
+      return;
+    }
+    total += std::max(0, std::atoi(rest.c_str() + colon + 1));
+    AddType(type, rest.substr(0, colon));
+  });
   return {type, total};
 }
 
 std::pair<std::string, int> ParseGpuTres(const std::string& tres) {
   std::string type;
   int total = 0;
-  size_t start = 0;
-  while (start < tres.size()) {
-    size_t comma = tres.find(',', start);
-    std::string item = tres.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    auto eq = item.find('=');
-    if (eq != std::string::npos) {
-      std::string key = item.substr(0, eq);
-      int n = std::atoi(item.c_str() + eq + 1);
-      if (key == "gres/gpu") {
-        total = std::max(0, n);
-      } else if (key.rfind("gres/gpu:", 0) == 0 && n > 0) {
-        std::string t = key.substr(9);
-        type = type.empty() || type == t ? t : "mixed";
-      }
+  ForEachItem(tres, [&](const std::string& item) {
+    const auto eq = item.find('=');
+    if (eq == std::string::npos) return;
+    const std::string key = item.substr(0, eq);
+    const int n = std::atoi(item.c_str() + eq + 1);
+    if (key == "gres/gpu") {
+      total = std::max(0, n);
+    } else if (key.rfind("gres/gpu:", 0) == 0 && n > 0) {
+      AddType(type, key.substr(9));
     }
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
+  });
   return {type == "mixed" ? "" : type, total};
 }
 

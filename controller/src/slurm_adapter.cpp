@@ -76,7 +76,6 @@ JobInfo FromRecord(const slurm_job_info_t& j) {
   if (j.time_limit != INFINITE && j.time_limit != NO_VAL) job.time_limit_s = static_cast<int64_t>(j.time_limit) * 60;
   job.end_time = static_cast<int64_t>(j.end_time);
   job.start_time = static_cast<int64_t>(j.start_time);
-  job.failed = (j.job_state & JOB_STATE_BASE) == JOB_FAILED;
   job.completing = (j.job_state & JOB_COMPLETING) != 0;
   if (job.state == SlurmJobState::kEnded && WIFEXITED(j.exit_code)) job.exit_code = WEXITSTATUS(j.exit_code);
   job.restarts = static_cast<int>(j.restart_cnt);

@@ -49,10 +49,9 @@ struct JobInfo {
   int64_t time_limit_s = 0;  // 0: none
   int64_t end_time = 0;    // expected end (running jobs), seconds since the epoch
   int64_t start_time = 0;
-  // Ended jobs: the batch script's exit status (-1: killed by a signal or unknown), whether the
-  // job ended FAILED, and whether Slurm is still cleaning up its processes (COMPLETING).
+  // Ended jobs: the batch script's exit status (-1: killed by a signal or unknown), and whether
+  // Slurm is still cleaning up its processes (COMPLETING).
   int exit_code = -1;
-  bool failed = false;
   bool completing = false;
   int restarts = 0;        // times Slurm has requeued the job (SLURM_RESTART_COUNT)
 };

@@ -18,11 +18,11 @@ struct TopologyDeleter {
 };
 using TopologyPtr = std::unique_ptr<hwloc_topology, TopologyDeleter>;
 
-Result<TopologyPtr> Load(bool with_io) {
+Result<TopologyPtr> Load() {
   hwloc_topology_t raw = nullptr;
   if (hwloc_topology_init(&raw) != 0) return Status(ErrorKind::kUnavailable, "hwloc_topology_init failed");
   TopologyPtr topo(raw);
-  if (with_io) hwloc_topology_set_io_types_filter(raw, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+  hwloc_topology_set_io_types_filter(raw, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);  // PCI devices: the GPUs
   if (hwloc_topology_load(raw) != 0) return Status(ErrorKind::kUnavailable, "hwloc_topology_load failed");
   return topo;
 }
@@ -35,7 +35,7 @@ Result<hwloc_topology_t> SharedTopology() {
   static TopologyPtr topology;
   static Status failure = Status::Ok();
   std::call_once(once, [] {
-    auto loaded = Load(/*with_io=*/true);
+    auto loaded = Load();
     if (loaded.ok()) {
       topology = std::move(loaded).value();
     } else {

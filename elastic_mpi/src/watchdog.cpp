@@ -21,9 +21,9 @@ Watchdog::Watchdog(std::string what, double timeout_s) : what_(std::move(what)) 
         std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
     if (!cv_.wait_until(lock, deadline, [this] { return done_; })) {
       Log(LogLevel::kError, "elastic_mpi", what_, " did not finish within ", timeout_s,
-          " s; the MPI library cannot cancel it, so this process exits with code ", kExitWatchdog);
+          " s; the MPI library cannot cancel it, so this process exits with code ", kExitWorldLost);
       std::fflush(stderr);
-      _exit(kExitWatchdog);
+      _exit(kExitWorldLost);
     }
   });
 }
@@ -59,9 +59,9 @@ CollectiveGuard::CollectiveGuard(double timeout_s) : timeout_s_(timeout_s) {
         Log(LogLevel::kError, "elastic_mpi", what ? what : "a collective", " at step ",
             step_.load(std::memory_order_relaxed), " did not finish within ", timeout_s_,
             " s (ELASTIC_COLLECTIVE_TIMEOUT_S): a rank of the world died or hangs. Stopping this process with "
-            "code ", kExitWatchdog, " so that the job can be restarted from its last checkpoint");
+            "code ", kExitWorldLost, " so that the job can be restarted from its last checkpoint");
         std::fflush(stderr);
-        _exit(kExitWatchdog);
+        _exit(kExitWorldLost);
       }
     }
   });

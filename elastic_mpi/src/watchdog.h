@@ -14,11 +14,8 @@
 
 namespace elastic::mpi::detail {
 
-// Exit code of a process whose watchdog fired.
-inline constexpr int kExitWatchdog = ::elastic::kExitWorldLost;
-
 // Arms on construction; Disarm() (or destruction) cancels it. When timeout_s passes first, it
-// logs an error naming `what` and ends the process with _exit(kExitWatchdog): an MPI call that
+// logs an error naming `what` and ends the process with _exit(kExitWorldLost): an MPI call that
 // does not return cannot be cancelled, and a clear stop lets the controller restart the job from
 // its last checkpoint instead of hanging silently. timeout_s <= 0 disables the watchdog.
 class Watchdog {
@@ -41,7 +38,7 @@ class Watchdog {
 // allreduce, the backend's collectives): arming and disarming is two atomic stores, cheap enough
 // for every call. A collective that does not finish within timeout_s means a rank of the world
 // died (SIGKILL, node failure) or hangs: MPI then errors out or, often, waits forever. The guard
-// logs what hung and ends the process with kExitWatchdog. timeout_s <= 0 disables it.
+// logs what hung and ends the process with kExitWorldLost. timeout_s <= 0 disables it.
 class CollectiveGuard {
  public:
   explicit CollectiveGuard(double timeout_s);

@@ -30,14 +30,25 @@ double OptionValue(const Objective& objective, const Job& job, const Option& opt
                       (option.batch == 0 || cur.batch == option.batch);
     if (!same) {
       const double cost = objective.rescale_cost_s;
-      u *= std::max(0.0, (job.age_s - job.rescales * cost) / (job.age_s + cost));
+      if (objective.rescale_payback > 0.0 && job.remaining_s > 0.0) {
+        if (u > 0.0) {
+          const double rest = job.remaining_s / u;
+          u *= rest / (rest + objective.rescale_payback * cost);
+        }
+      } else {
+        u *= std::max(0.0, (job.age_s - job.rescales * cost) / (job.age_s + cost));
+      }
     }
   }
-  if (objective.kind == ObjectiveKind::kWeightedSum) return job.weight * u;
+  double weight = job.weight;
+  if (objective.srpt_exponent != 0.0 && job.remaining_s > 0.0) {
+    weight *= std::pow(3600.0 / std::max(job.remaining_s, 60.0), objective.srpt_exponent);
+  }
+  if (objective.kind == ObjectiveKind::kWeightedSum) return weight * u;
   // Power mean (p < 0): minimising sum_j w_j u_j^p with u^p := pending_penalty for a pending
   // job equals maximising sum_j w_j (pending_penalty - u_j^p) with pending worth 0.
   if (u <= 0.0) return 0.0;
-  return job.weight * (objective.pending_penalty - std::pow(u, objective.p));
+  return weight * (objective.pending_penalty - std::pow(u, objective.p));
 }
 
 double EvaluatePlan(const Snapshot& snapshot, const Plan& plan, const Objective& objective) {

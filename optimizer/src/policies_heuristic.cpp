@@ -187,7 +187,17 @@ class OptimusPolicy final : public Policy {
  public:
   std::string_view name() const noexcept override { return "optimus"; }
   Result<Plan> Solve(const Snapshot& snapshot, const PolicyOptions& options) const override {
-    return RunPolicy(name(), snapshot, options, options.objective, [](State& st, Clock::time_point) {
+    // Optimus (Peng et al., EuroSys 2018) gives the next GPU to the job whose remaining time it
+    // shortens most: remaining_s * (1 / u(n) - 1 / u(n + 1)) with utilities relative to the base
+    // size. That is the marginal value under the power mean p = -1 with weights remaining_s
+    // (srpt_exponent -1); jobs without a known remaining time weigh 1 hour.
+    Objective obj = options.objective;
+    obj.kind = ObjectiveKind::kPowerMean;
+    obj.p = -1.0;
+    obj.pending_penalty = 1e6;
+    obj.srpt_exponent = -1.0;
+    obj.rescale_payback = 0.0;
+    return RunPolicy(name(), snapshot, options, obj, [](State& st, Clock::time_point) {
       // Freeze each job's batch and type at its request; only the GPU count may change.
       for (size_t j = 0; j < st.choice.size(); ++j) {
         const int req = RequestOption(st, j);

@@ -68,8 +68,11 @@ Result<Tables> PrepareTables(const Snapshot& snapshot, const Objective& objectiv
   if (objective.kind == ObjectiveKind::kPowerMean && !(objective.p < 0.0)) {
     return Status(ErrorKind::kInvalidArgument, "power-mean objective needs p < 0");
   }
-  if (!(objective.pending_penalty > 0.0) || objective.rescale_cost_s < 0.0) {
-    return Status(ErrorKind::kInvalidArgument, "objective needs pending_penalty > 0 and rescale_cost_s >= 0");
+  if (!(objective.pending_penalty > 0.0) || !(objective.rescale_cost_s >= 0.0) || !(objective.rescale_payback >= 0.0) ||
+      !std::isfinite(objective.srpt_exponent) || std::abs(objective.srpt_exponent) > 4.0) {
+    return Status(ErrorKind::kInvalidArgument,
+                  "objective needs pending_penalty > 0, rescale_cost_s >= 0, rescale_payback >= 0 and "
+                  "|srpt_exponent| <= 4");
   }
   Result<std::vector<std::vector<Option>>> opts = BuildOptionTables(snapshot);
   if (!opts.ok()) return opts.status();

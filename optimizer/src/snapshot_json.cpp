@@ -162,7 +162,7 @@ std::shared_ptr<const GoodputModel> ParseModel(const json& v, const std::string&
 Job ParseJob(const json& v, const std::string& path) {
   CheckKeys(v, path, {"id", "owner", "account", "weight", "state", "min_gpus", "max_gpus", "gpu_step",
                       "allowed_gpu_types", "min_batch", "max_batch", "min_local_batch", "max_local_batch",
-                      "accumulation", "current", "age_s", "rescales", "options", "model"});
+                      "accumulation", "current", "age_s", "rescales", "remaining_s", "options", "model"});
   Job j;
   j.id = GetString(Need(v, path, "id"), path + ".id");
   if (const json* x = Find(v, "owner")) j.owner = GetString(*x, path + ".owner");
@@ -223,6 +223,7 @@ Job ParseJob(const json& v, const std::string& path) {
   if (const json* x = Find(v, "current")) j.current = ParseConfiguration(*x, path + ".current");
   if (const json* x = Find(v, "age_s")) j.age_s = GetNumber(*x, path + ".age_s");
   if (const json* x = Find(v, "rescales")) j.rescales = GetInt32(*x, path + ".rescales", 0);
+  if (const json* x = Find(v, "remaining_s")) j.remaining_s = GetNumber(*x, path + ".remaining_s");
   if (const json* x = Find(v, "model")) j.model = ParseModel(*x, path + ".model");
   return j;
 }
@@ -284,6 +285,7 @@ json SnapshotToJson(const Snapshot& s) {
               {"min_gpus", j.min_gpus}, {"max_gpus", j.max_gpus}, {"gpu_step", j.gpu_step},
               {"min_batch", j.min_batch}, {"min_local_batch", j.min_local_batch},
               {"accumulation", j.accumulation}, {"age_s", j.age_s}, {"rescales", j.rescales}};
+    if (j.remaining_s > 0.0) o["remaining_s"] = j.remaining_s;
     if (!j.owner.empty()) o["owner"] = j.owner;
     if (!j.account.empty()) o["account"] = j.account;
     if (j.max_batch != kMax) o["max_batch"] = j.max_batch;

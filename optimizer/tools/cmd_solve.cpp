@@ -1,5 +1,6 @@
 // `elastic-optimize --policy NAME --input snapshot.json`: prints the plan as JSON.
 #include <boost/program_options.hpp>
+#include <cmath>
 #include <iostream>
 
 #include "commands.h"
@@ -19,6 +20,8 @@ struct SolveOptions {
   double p = -1.0;
   double pending_penalty = 1.1;
   double rescale_cost_s = 0.0;
+  double rescale_payback = 0.0;
+  double srpt_exponent = 0.0;
   double time_budget_ms = 1000.0;
   uint64_t seed = 1;
   bool no_placement = false;
@@ -43,6 +46,10 @@ po::options_description SetupSolve(SolveOptions& o) {
        "power mean: cost of a pending job in units of utility^p (Sia's lambda)")
       ("rescale-cost", po::value(&o.rescale_cost_s)->default_value(o.rescale_cost_s),
        "seconds one rescale costs; > 0 enables the rescale penalty")
+      ("rescale-payback", po::value(&o.rescale_payback)->default_value(o.rescale_payback),
+       "> 0: penalise a rescale on the job's remaining_s (it must save this many times its cost) instead of its age")
+      ("srpt-exponent", po::value(&o.srpt_exponent)->default_value(o.srpt_exponent),
+       "multiply each value by (3600 / remaining_s)^X for jobs with remaining_s (1: Smith's rule)")
       ("time-budget-ms", po::value(&o.time_budget_ms)->default_value(o.time_budget_ms), "solve time budget")
       ("seed", po::value(&o.seed)->default_value(o.seed), "seed of randomised policies")
       ("no-placement", po::bool_switch(&o.no_placement), "do not map GPU counts onto nodes")
@@ -87,8 +94,12 @@ int RunSolve(const std::vector<std::string>& args) {
   popts.objective.p = o.p;
   popts.objective.pending_penalty = o.pending_penalty;
   popts.objective.rescale_cost_s = o.rescale_cost_s;
-  if (!(o.p < 0.0) || !(o.pending_penalty > 0.0) || o.rescale_cost_s < 0.0 || !(o.time_budget_ms > 0.0)) {
-    std::cerr << "elastic-optimize: need --p < 0, --pending-penalty > 0, --rescale-cost >= 0, --time-budget-ms > 0\n";
+  popts.objective.rescale_payback = o.rescale_payback;
+  popts.objective.srpt_exponent = o.srpt_exponent;
+  if (!(o.p < 0.0) || !(o.pending_penalty > 0.0) || !(o.rescale_cost_s >= 0.0) || !(o.rescale_payback >= 0.0) ||
+      !(std::abs(o.srpt_exponent) <= 4.0) || !(o.time_budget_ms > 0.0)) {
+    std::cerr << "elastic-optimize: need --p < 0, --pending-penalty > 0, --rescale-cost >= 0, --rescale-payback >= 0, "
+                 "|--srpt-exponent| <= 4, --time-budget-ms > 0\n";
     return kExitUsage;
   }
   popts.time_budget_ms = o.time_budget_ms;

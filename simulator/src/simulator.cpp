@@ -150,6 +150,10 @@ Status Engine::Setup() {
   popt_.objective.rescale_cost_s =
       c_.penalty_cost_s >= 0.0 ? c_.penalty_cost_s
                                : (c_.rescale == RescaleMode::kRestart ? c_.restart_cost_s : c_.grow_cost_s);
+  if (c_.weights == JobWeights::kRemaining) {
+    popt_.objective.srpt_exponent = c_.srpt_exponent;
+    popt_.objective.rescale_payback = c_.rescale_payback;
+  }
 
   result_.jobs.resize(specs_.size());
   jobs_.resize(specs_.size());
@@ -457,14 +461,10 @@ Status Engine::Schedule(double now, size_t epoch_index) {
     job.min_gpus = j.min_gpus;
     job.max_gpus = std::max(j.max_gpus, j.gpus);
     job.options = Options(j, now);
-    if (c_.weights == JobWeights::kRemaining) {
-      // Smith's rule for the sum of completion times: value a job's speedup by 1 / its remaining
-      // time at its base size (in hours), as estimated by the optimizer's own model.
-      double rest_s = 3600.0;
-      if (j.base_goodput > 0.0) {
-        rest_s = std::max(0.0, j.target - j.progress) * static_cast<double>(j.app->init_batch) / j.base_goodput;
-      }
-      job.weight = 3600.0 / std::max(rest_s, 60.0);
+    // The job's remaining time at its base size as the optimizer's own model estimates it (the
+    // remaining-time objectives and the optimus policy use it; the others ignore it).
+    if (j.base_goodput > 0.0) {
+      job.remaining_s = std::max(1.0, (j.target - j.progress) * static_cast<double>(j.app->init_batch) / j.base_goodput);
     }
     job.state = j.gpus > 0 ? opt::JobState::kRunning : opt::JobState::kPending;
     job.age_s = now - j.spec->arrival_s;

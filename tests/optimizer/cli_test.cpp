@@ -69,6 +69,21 @@ TEST(Cli, EveryPolicyAndBothObjectivesRun) {
   }
 }
 
+TEST(Cli, RemainingTimeObjective) {
+  // train-a has 2 h left at its base size, the others none known: (3600 / 7200)^1 halves a's
+  // values. Without it the plan is b + c (5.2); with it still b + c, and a's option on 4 GPUs is
+  // worth 1.8 / 2 = 0.9 instead of 1.8, so the reported objective is unchanged but an exponent of
+  // -1 (a weighs 2) makes a on 4 GPUs (3.6) + b on 4 (3.2) = 6.8 the optimum.
+  CliRun r = Optimize("--srpt-exponent 1 --input " + Fixture("small.json"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NEAR(nlohmann::json::parse(r.out)["objective"].get<double>(), 5.2, 1e-12);
+  r = Optimize("--srpt-exponent -1 --input " + Fixture("small.json"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json plan = nlohmann::json::parse(r.out);
+  EXPECT_NEAR(plan["objective"].get<double>(), 6.8, 1e-12);
+  EXPECT_EQ(plan["assignments"][0]["gpus"], 4);
+}
+
 TEST(Cli, GoodputModelsInTheSnapshot) {
   const CliRun r = Optimize("--input " + Fixture("model.json"));
   ASSERT_EQ(r.code, 0) << r.err;
@@ -92,7 +107,11 @@ TEST(Cli, ErrorsAndExitCodes) {
       {"--objective fair --input x", 2,
        "elastic-optimize: unknown objective 'fair' (expected weighted-sum or power-mean)\n"},
       {"--p 0.5 --input x", 2,
-       "elastic-optimize: need --p < 0, --pending-penalty > 0, --rescale-cost >= 0, --time-budget-ms > 0\n"},
+       "elastic-optimize: need --p < 0, --pending-penalty > 0, --rescale-cost >= 0, --rescale-payback >= 0, "
+       "|--srpt-exponent| <= 4, --time-budget-ms > 0\n"},
+      {"--srpt-exponent 9 --input x", 2,
+       "elastic-optimize: need --p < 0, --pending-penalty > 0, --rescale-cost >= 0, --rescale-payback >= 0, "
+       "|--srpt-exponent| <= 4, --time-budget-ms > 0\n"},
       {"--input /nonexistent.json", 3, "elastic-optimize: cannot open '/nonexistent.json'\n"},
       {"--input " + Fixture("bad_gpus.json"), 3, "elastic-optimize: jobs[0].options[0].gpus: expected an integer\n"},
       {"--input " + Fixture("unknown_key.json"), 3, "elastic-optimize: jobs[0]: unknown key 'gpu'\n"},

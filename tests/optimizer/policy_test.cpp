@@ -202,6 +202,79 @@ TEST(Objectives, RescalePenaltyKeepsARunningJobInPlace) {
   EXPECT_EQ(MustSolve("dp", s, o).assignments[0].gpus, 4);
 }
 
+TEST(Objectives, SrptExponentWeighsJobsByTheirRemainingTime) {
+  // 8 GPUs; a has 1 h left at its base size, b 4 h. Uniform: 4 + 4 GPUs (3 + 3 beats 4 + 0).
+  // Smith's rule (exponent 1): b weighs 1/4, so a alone on 8 (4) beats 3 + 0.75. Exponent 0.5:
+  // b weighs 1/2, and 4 + 4 (3 + 1.5) beats 4 again.
+  Snapshot s = TwoJobs();
+  s.jobs[0].remaining_s = 3600.0;
+  s.jobs[1].remaining_s = 4 * 3600.0;
+  PolicyOptions o;
+  EXPECT_EQ(MustSolve("dp", s, o).assignments[1].gpus, 4);
+  o.objective.srpt_exponent = 1.0;
+  Plan plan = MustSolve("dp", s, o);
+  EXPECT_EQ(plan.assignments[0].gpus, 8);
+  EXPECT_TRUE(plan.assignments[1].pending);
+  EXPECT_NEAR(plan.objective, 4.0, 1e-12);
+  o.objective.srpt_exponent = 0.5;
+  plan = MustSolve("dp", s, o);
+  EXPECT_EQ(plan.assignments[1].gpus, 4);
+  EXPECT_NEAR(plan.objective, 4.5, 1e-12);
+  EXPECT_NEAR(OptionValue(o.objective, s.jobs[1], s.jobs[1].options[2]), 2.0, 1e-12);
+  // Under a minute counts as a minute; an unknown remaining time leaves the weight alone.
+  s.jobs[1].remaining_s = 1.0;
+  EXPECT_NEAR(OptionValue(o.objective, s.jobs[1], s.jobs[1].options[0]), std::sqrt(60.0), 1e-12);
+  s.jobs[1].remaining_s = 0.0;
+  EXPECT_NEAR(OptionValue(o.objective, s.jobs[1], s.jobs[1].options[0]), 1.0, 1e-12);
+}
+
+TEST(Objectives, RemainingTimePenaltyWeighsTheSavingAgainstTheCost) {
+  // A job on 4 GPUs (utility 3) could go to 8 (utility 4), with R seconds left at its base size:
+  // R / 3 left now, R / 4 after growing. With a 30 s rescale cost and a payback of 3 it grows
+  // only when R / 3 - R / 4 = R / 12 > 90 s, that is R > 1080 s.
+  Snapshot s = TwoJobs();
+  s.jobs.pop_back();
+  s.jobs[0].state = JobState::kRunning;
+  s.jobs[0].current = Configuration{"a100", 4, 0};
+  s.jobs[0].age_s = 1e6;  // the age-based penalty would allow the change
+  PolicyOptions o;
+  o.objective.rescale_cost_s = 30.0;
+  o.objective.rescale_payback = 3.0;
+  s.jobs[0].remaining_s = 1000.0;
+  EXPECT_EQ(MustSolve("dp", s, o).assignments[0].gpus, 4);
+  s.jobs[0].remaining_s = 1200.0;
+  EXPECT_EQ(MustSolve("dp", s, o).assignments[0].gpus, 8);
+  s.jobs[0].remaining_s = 0.0;  // unknown: Pollux's age-based form
+  EXPECT_EQ(MustSolve("dp", s, o).assignments[0].gpus, 8);
+  s.jobs[0].age_s = 100.0;  // (100 - 2 x 30) / 130 x 4 < 3
+  s.jobs[0].rescales = 2;
+  EXPECT_EQ(MustSolve("dp", s, o).assignments[0].gpus, 4);
+}
+
+TEST(Policy, OptimusGivesTheNextGpuToTheLargestRemainingTimeReduction) {
+  // 3 GPUs, two jobs at 1 GPU each (first come first served), options 1 (utility 1), 2 (1.5).
+  // The third GPU saves the job with R seconds left R * (1 - 1 / 1.5) = R / 3: it goes to the
+  // job with more time left, whichever that is.
+  Snapshot s;
+  s.cluster.types = {{"a100", 1, 3}};
+  Job a;
+  a.id = "a";
+  a.max_gpus = 2;
+  a.options = {{"a100", 1, 0, 1.0}, {"a100", 2, 0, 1.5}};
+  Job b = a;
+  b.id = "b";
+  s.jobs = {a, b};
+  s.jobs[0].remaining_s = 600.0;
+  s.jobs[1].remaining_s = 6000.0;
+  Plan plan = MustSolve("optimus", s);
+  EXPECT_EQ(plan.assignments[0].gpus, 1);
+  EXPECT_EQ(plan.assignments[1].gpus, 2);
+  std::swap(s.jobs[0].remaining_s, s.jobs[1].remaining_s);
+  plan = MustSolve("optimus", s);
+  EXPECT_EQ(plan.assignments[0].gpus, 2);
+  EXPECT_EQ(plan.assignments[1].gpus, 1);
+}
+
 TEST(Policy, InvalidSnapshotsAreRejected) {
   Snapshot s = TwoJobs();
   s.jobs[0].options[0].gpus = 3;
@@ -214,6 +287,13 @@ TEST(Policy, InvalidSnapshotsAreRejected) {
   Snapshot dup = TwoJobs();
   dup.jobs[1].id = "a";
   EXPECT_EQ(Validate(dup).message(), "job 'a': id listed twice");
+
+  Snapshot neg = TwoJobs();
+  neg.jobs[0].remaining_s = -1.0;
+  EXPECT_EQ(Validate(neg).message(), "job 'a': remaining_s must be >= 0");
+  PolicyOptions bad;
+  bad.objective.srpt_exponent = std::nan("");
+  EXPECT_EQ(MakePolicy("dp").value()->Solve(TwoJobs(), bad).status().kind(), ErrorKind::kInvalidArgument);
 }
 
 TEST(Placement, WholeNodesFirstThenBestFit) {

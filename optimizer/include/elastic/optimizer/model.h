@@ -73,6 +73,9 @@ struct Job {
   std::optional<Configuration> current;  // set for running jobs
   double age_s = 0.0;                     // time since the job started (or was submitted)
   int rescales = 0;                       // how many times it was resized so far
+  // Estimated run time left at the base configuration [s] (0: unknown). Only objectives that
+  // ask for it use it (Objective::srpt_exponent, rescale_payback; the optimus policy).
+  double remaining_s = 0.0;
 
   // Either an explicit option table or a goodput model (or both: the table wins).
   std::vector<Option> options;

@@ -30,6 +30,16 @@ struct Objective {
   // multiplied by max(0, (age - rescales * rescale_cost_s) / (age + rescale_cost_s)).
   // 0 disables the penalty.
   double rescale_cost_s = 0.0;
+  // Remaining-time penalty instead (when > 0, for jobs whose remaining_s is known): a change to
+  // an option of utility u, which leaves the job rest = remaining_s / u seconds to run, has its
+  // utility multiplied by rest / (rest + rescale_payback * rescale_cost_s): the change must
+  // save rescale_payback times its cost over the job's remaining run. 0: Pollux's form above.
+  double rescale_payback = 0.0;
+  // Remaining-time weights (for jobs whose remaining_s is known): the job's value is multiplied
+  // by (3600 / max(remaining_s, 60))^srpt_exponent. 1: Smith's rule (shortest remaining time
+  // first, for average JCT); 0.5: tempered; 0: off; -1: Optimus's weighting (with the power
+  // mean p = -1, a job's marginal value is the reduction of its remaining time).
+  double srpt_exponent = 0.0;
 };
 
 // What a job left without GPUs costs in Pollux's power mean, relative to a job at its base size:

@@ -38,8 +38,9 @@ enum class ModelSource {
 // The weight of each job in the optimizer's objective.
 enum class JobWeights {
   kUniform,    // 1 for every job
-  kRemaining,  // 1 / (the job's remaining time at its base size, in hours, as the optimizer's
-               // model predicts it from its progress): Smith's rule, for average JCT
+  kRemaining,  // (1 / the job's remaining time at its base size, in hours, as the optimizer's
+               // model predicts it from its progress)^srpt_exponent: Smith's rule, tempered, for
+               // average JCT; and the rescale penalty on the remaining time (rescale_payback)
 };
 
 struct SimConfig {
@@ -76,6 +77,11 @@ struct SimConfig {
   // Rescale penalty in the optimizer's objective (Pollux): <0 = the mode's cost (restart cost,
   // or the grow cost when stop-free).
   double penalty_cost_s = -1.0;
+  // JobWeights::kRemaining only (the optimizer's Objective::srpt_exponent and rescale_payback):
+  // weights (1 / remaining hours)^srpt_exponent, and a rescale must save rescale_payback times
+  // its cost over the job's remaining run. Chosen by the sweep in docs/results.md.
+  double srpt_exponent = 0.5;
+  double rescale_payback = 3.0;
 
   // Elastic bounds: min 1 GPU; max = min(cluster, max_batch / min_local_batch, this) (0: no
   // extra cap). Jobs of `rigid_apps` stay at 1 GPU (Pollux pins ncf).

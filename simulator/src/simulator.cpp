@@ -582,4 +582,22 @@ Result<SimResult> Simulate(const AppTable& apps, const std::vector<JobSpec>& job
   return e.Run();
 }
 
+Result<SimResult> SimulateIsolated(const AppTable& apps, const std::vector<JobSpec>& jobs, const SimConfig& config) {
+  const auto wall0 = std::chrono::steady_clock::now();
+  SimResult all;
+  all.total_gpus = 0;  // no utilisation: the jobs do not share the cluster
+  SimConfig one = config;
+  one.progress = nullptr;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    Result<SimResult> r = Simulate(apps, {jobs[i]}, one);
+    if (!r.ok()) return r.status();
+    all.jobs.push_back(r.value().jobs.front());
+    all.end_s = std::max(all.end_s, r.value().end_s);
+    all.solve_ms_total += r.value().solve_ms_total;
+    if (config.progress) config.progress(all.end_s, i + 1, jobs.size());
+  }
+  all.wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wall0).count();
+  return all;
+}
+
 }  // namespace elastic::simulator

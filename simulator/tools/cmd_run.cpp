@@ -19,6 +19,7 @@ struct RunOptions {
   std::string policy = "dp";
   bool json = false;
   bool quiet = false;
+  bool isolated = false;
   double horizon_s = 0.0;
   std::string jobs_csv;
   std::string out_dir;
@@ -61,6 +62,9 @@ int RunSimulation(const std::vector<std::string>& args) {
       ("jobs-csv", po::value(&o.jobs_csv), "write the per-job CSV here")
       ("out-dir", po::value(&o.out_dir), "write jobs.csv, epochs.csv, summary.json and SVG plots here")
       ("quiet,q", po::bool_switch(&o.quiet), "no progress bar")
+      ("isolated", po::bool_switch(&o.isolated),
+       "run every job alone on the empty cluster (its JCT without contention; with --horizon, how many jobs "
+       "could finish by then at all)")
       ("philly-start", po::value(&o.philly_start), "philly: window start 'YYYY-MM-DD HH:MM:SS' (default: first job)")
       ("philly-hours", po::value(&o.philly_hours)->default_value(8.0), "philly: window length [h]")
       ("philly-jobs", po::value(&o.philly_jobs)->default_value(0), "philly: sample this many jobs (0: all)");
@@ -116,7 +120,8 @@ int RunSimulation(const std::vector<std::string>& args) {
     return kExitBadInput;
   }
   if (!o.quiet && isatty(STDERR_FILENO)) config.progress = ProgressBar;
-  Result<SimResult> r = Simulate(apps.value(), jobs.value(), config);
+  Result<SimResult> r = o.isolated ? SimulateIsolated(apps.value(), jobs.value(), config)
+                                   : Simulate(apps.value(), jobs.value(), config);
   if (!r.ok()) {
     std::cerr << "elastic-sim: " << r.status().message() << "\n";
     return r.status().kind() == ErrorKind::kInvalidArgument ? kExitUsage : kExitFailure;
@@ -138,10 +143,11 @@ int RunSimulation(const std::vector<std::string>& args) {
     nlohmann::json j = ToJson(s);
     j["policy"] = o.policy;
     j["workload"] = o.workload;
+    if (o.isolated) j["isolated"] = true;
     std::cout << j.dump() << "\n";
   } else {
-    std::printf("policy %s, %zu jobs, %zu finished%s\n", o.policy.c_str(), s.jobs, s.jobs_finished,
-                s.horizon_s > 0 ? " by the horizon" : "");
+    std::printf("policy %s, %zu jobs%s, %zu finished%s\n", o.policy.c_str(), s.jobs, o.isolated ? " each alone" : "",
+                s.jobs_finished, s.horizon_s > 0 ? " by the horizon" : "");
     std::printf("JCT: average %.0f s, median %.0f s, p99 %.0f s\n", s.avg_jct_s, s.median_jct_s, s.p99_jct_s);
     std::printf("makespan %.0f s, %.1f GPU-hours, utilisation %.1f%%, %.2f rescales per job\n", s.makespan_s,
                 s.gpu_hours, 100.0 * s.utilisation, s.rescales_per_job);

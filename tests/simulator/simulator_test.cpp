@@ -164,6 +164,25 @@ TEST(HandSchedule, HorizonCountsJobsDoneByThen) {
   EXPECT_EQ(Summarise(r.value()).jobs_finished, 3u);
 }
 
+// Each job alone (the jobs of ElasticDpStopFree): a takes all 4 GPUs from t=0 and needs
+// 400 / 2.6667 = 150 s; b arrives at 30, starts at the epoch t=60 on all 4 GPUs, ends at 210
+// (JCT 180). By t=200 only a could finish.
+TEST(HandSchedule, IsolatedRunsEveryJobAlone) {
+  SimConfig c = TinyCluster("dp");
+  c.batch_frozen = true;
+  c.rescale = RescaleMode::kStopFree;
+  Result<SimResult> r = SimulateIsolated(FlatTable(), {Spec("a", 0, 1, 32), Spec("b", 30, 1, 32)}, c);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_NEAR(Find(r.value(), "a").finish_s, 150.0, 1e-9);
+  EXPECT_NEAR(Find(r.value(), "b").start_s, 60.0, 1e-9);
+  EXPECT_NEAR(Find(r.value(), "b").jct(), 180.0, 1e-9);
+  const Summary s = Summarise(r.value(), 200.0);
+  EXPECT_EQ(s.jobs_finished, 1u);
+  EXPECT_NEAR(s.avg_jct_s, 165.0, 1e-9);
+  EXPECT_EQ(s.utilisation, 0.0);
+  EXPECT_TRUE(r.value().epochs.empty());
+}
+
 std::vector<JobSpec> RandomJobs(uint64_t seed, size_t n) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> arrival(0.0, 600.0);

@@ -128,4 +128,9 @@ struct SimResult {
 // configuration or an unknown policy; kInternal when a policy returns an infeasible plan.
 Result<SimResult> Simulate(const AppTable& apps, const std::vector<JobSpec>& jobs, const SimConfig& config);
 
+// Every job alone on the empty cluster, arriving at its own time: each job's JCT without any
+// other job (a lower bound of its JCT under the same policy and costs), and how many jobs could
+// finish by a horizon at all. Epoch records are left empty.
+Result<SimResult> SimulateIsolated(const AppTable& apps, const std::vector<JobSpec>& jobs, const SimConfig& config);
+
 }  // namespace elastic::simulator

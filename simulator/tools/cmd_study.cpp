@@ -18,7 +18,8 @@ namespace {
 
 // A study variant: POLICY[-pm][-srpt][-frozen]. -pm: the power mean (p = -1) with Pollux's cost of
 // a pending job (the objective the pollux policy searches, here solved by POLICY); -srpt: job
-// weights 1 / remaining time (JobWeights::kRemaining); -frozen: batch frozen at the request.
+// weights (1 / remaining time)^srpt_exponent and the remaining-time rescale penalty
+// (JobWeights::kRemaining); -frozen: batch frozen at the request.
 struct Variant {
   std::string label;
   std::string policy;
@@ -83,7 +84,7 @@ int RunStudy(const std::vector<std::string>& args) {
   desc.add_options()
       ("help,h", "show this help")
       ("loads", po::value(&loads)->default_value(loads), "job loads (workloads/ for 1.0, workloads-L/ otherwise)")
-      ("policies", po::value(&policies)->default_value(policies), "policy variants POLICY[-pm][-srpt][-frozen]: -pm the power mean with Pollux's cost of a pending job, -srpt weights jobs by 1 / remaining time, -frozen freezes the batch")
+      ("policies", po::value(&policies)->default_value(policies), "policy variants POLICY[-pm][-srpt][-frozen]: -pm the power mean with Pollux's cost of a pending job, -srpt weights jobs by (1 / remaining time)^--srpt-exponent with the remaining-time rescale penalty (--rescale-payback), -frozen freezes the batch")
       ("mechanisms", po::value(&mechanisms)->default_value(mechanisms), "rescale mechanisms (restart, stop-free)")
       ("workloads", po::value(&workloads)->default_value(workloads), "workload-1 .. workload-N")
       ("threads", po::value(&threads)->default_value(threads), "simulations in parallel")
@@ -172,6 +173,10 @@ int RunStudy(const std::vector<std::string>& args) {
       j["workload"] = r.workload;
       j["policy"] = r.variant.label;
       j["mechanism"] = r.mechanism;
+      if (r.variant.srpt) {
+        j["srpt_exponent"] = c.srpt_exponent;
+        j["rescale_payback"] = c.rescale_payback;
+      }
       std::cout << j.dump() << std::endl;
     }
   };
@@ -219,6 +224,10 @@ int RunStudy(const std::vector<std::string>& args) {
         j["utilisation"] = util / k;
         j["rescales_per_job"] = resc / k;
         j["wall_s_total"] = wall / 1000.0;
+        if (ParseVariant(p).srpt) {
+          j["srpt_exponent"] = common.config.srpt_exponent;
+          j["rescale_payback"] = common.config.rescale_payback;
+        }
         const std::string pub = p == "pollux" || p == "optimus" ? p : std::string();
         if (!pub.empty()) {
           const double v = Published(common.data_dir, pub, load);

@@ -89,6 +89,20 @@ std::vector<config::KeySpec> Table(ControllerConfig& c) {
          return Apply(config::ParseInt(v, 0, 1000000, "scheduler.pending_weight"),
                       [&](int64_t n) { c.pending_weight = static_cast<double>(n); });
        }},
+      {"scheduler.srpt_exponent_percent",
+       "remaining-time weights for jobs that report their total samples: (1 / hours left)^(N/100), 0-400 "
+       "(default 0: off; 50 is what docs/results.md measured best, 100 is Smith's rule)",
+       [&](std::string_view v) {
+         return Apply(config::ParseInt(v, 0, 400, "scheduler.srpt_exponent_percent"),
+                      [&](int64_t n) { c.srpt_exponent = static_cast<double>(n) / 100.0; });
+       }},
+      {"scheduler.rescale_payback",
+       "for jobs that report their total samples, a rescale must shorten the remaining run by this many times "
+       "rescale_cost, 0-100 (default 0: the age-based penalty)",
+       [&](std::string_view v) {
+         return Apply(config::ParseInt(v, 0, 100, "scheduler.rescale_payback"),
+                      [&](int64_t n) { c.rescale_payback = static_cast<double>(n); });
+       }},
       {"scheduler.solve_budget_ms",
        "milliseconds the optimizer may take per epoch; larger problems get a plan with a certified gap (default 300)",
        [&](std::string_view v) {

@@ -32,6 +32,10 @@ struct ControllerConfig {
   bool paused = false;                  // start with every elastic action paused
   double pending_weight = 100;          // weight of a waiting job against extension gains
   double solve_budget_ms = 300;         // the optimizer's time per epoch (exact below it)
+  // Remaining-time objective (jobs that report total_samples): weights (1 / hours left)^x, and
+  // a rescale must save rescale_payback times its cost of the job's remaining run. 0: off.
+  double srpt_exponent = 0;
+  double rescale_payback = 0;
   // [extensions]
   std::string extension_partition;      // empty: the parent's partition
   std::string extension_qos;            // empty: the user's default QOS

@@ -95,6 +95,8 @@ nlohmann::json ElasticJob::ToJson() const {
                    {"batch", batch},     {"next_group", next_group},
                    {"grow_backoff_until", grow_backoff_until},
                    {"metrics_received", metrics_received},
+                   {"samples_done", samples_done}, {"total_samples", total_samples},
+                   {"sample_rate", sample_rate},
                    {"samples", samples_json}};
   if (efficiency) {
     j["efficiency"] = {efficiency->init_batch, efficiency->grad_sqr, efficiency->grad_var};
@@ -124,6 +126,9 @@ ElasticJob ElasticJob::FromJson(const nlohmann::json& j) {
   job.next_group = j.value("next_group", 1);
   job.grow_backoff_until = j.value("grow_backoff_until", 0.0);
   job.metrics_received = j.value("metrics_received", int64_t{0});
+  job.samples_done = j.value("samples_done", int64_t{0});
+  job.total_samples = j.value("total_samples", int64_t{0});
+  job.sample_rate = j.value("sample_rate", 0.0);
   for (const auto& s : j.value("samples", nlohmann::json::array())) {
     job.samples.push_back({s.at(0).get<int>(), s.at(1).get<int>(), s.at(2).get<double>(), s.at(3).get<double>()});
   }
@@ -442,6 +447,15 @@ nlohmann::json Controller::OnMetrics(uid_t uid, const Json& msg) {
     job.samples.push_back({nodes, gpus, local_batch, step_time});
     if (job.samples.size() > kMaxSamples) job.samples.erase(job.samples.begin());
   }
+  if (step_time > 0 && global_batch > 0) job.sample_rate = static_cast<double>(global_batch) / step_time;
+  // Sample counts as numbers within [0, 1e18] (any JSON number; larger ones are refused).
+  auto count = [&](const char* key) -> int64_t {
+    const double v = Field<double>(msg, key, 0.0);
+    if (!(v >= 0.0 && v <= 1e18)) throw Refuse(ErrorKind::kProtocol, std::string("field \"") + key + "\" out of range");
+    return static_cast<int64_t>(v);
+  };
+  if (int64_t done = count("samples"); done > 0) job.samples_done = done;
+  if (int64_t total = count("total_samples"); total > 0) job.total_samples = total;
   double sqr = Field<double>(msg, "grad_sqr", 0.0);
   double var = Field<double>(msg, "grad_var", 0.0);
   if (sqr > 0 && var >= 0 && global_batch > 0) {
@@ -584,6 +598,8 @@ nlohmann::json Controller::OnStatus(uid_t, const Json&) {
                     {"paused", job.paused},
                     {"launcher_ready", job.launcher.is_object()},
                     {"metrics_received", job.metrics_received},
+                    {"samples_done", job.samples_done},
+                    {"total_samples", job.total_samples},
                     {"extensions", exts}});
   }
   return {{"jobs", jobs}, {"paused", paused_all_}, {"policy", config_.policy}, {"epoch", epochs_},
@@ -993,6 +1009,15 @@ EpochResult Controller::Epoch(const std::vector<NodeInfo>& nodes, const std::vec
         job.options_key = key;
         job.options_at = now;
       }
+      // Time left at the base size, for the remaining-time objective: the samples still to train
+      // at the speed last observed, scaled from the current size to the base by the model.
+      if (job.total_samples > job.samples_done && job.sample_rate > 0) {
+        double u_now = 1.0;
+        for (const auto& o : oj.options) {
+          if (o.gpus == planned && o.utility > 0) u_now = o.utility;
+        }
+        oj.remaining_s = static_cast<double>(job.total_samples - job.samples_done) / job.sample_rate * u_now;
+      }
       // The option at the current size is worth a bit more: hysteresis against flapping.
       for (auto& o : oj.options) {
         if (o.gpus == planned) o.utility *= 1.0 + config_.min_gain;
@@ -1039,6 +1064,8 @@ EpochResult Controller::Epoch(const std::vector<NodeInfo>& nodes, const std::vec
   popts.keep_running = true;
   popts.place = false;
   popts.objective.rescale_cost_s = config_.rescale_cost_s;
+  popts.objective.srpt_exponent = config_.srpt_exponent;
+  popts.objective.rescale_payback = config_.rescale_payback;
   if (config_.objective == "power-mean") popts.objective.kind = optimizer::ObjectiveKind::kPowerMean;
   nlohmann::json decisions = nlohmann::json::array();
   std::map<std::string, const optimizer::Assignment*> assignment;

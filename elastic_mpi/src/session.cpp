@@ -104,23 +104,26 @@ std::vector<std::string> OwnCommandLine() {
 // Step metrics to elasticd, at most every `interval_s` (the mean step time of the window).
 class ControllerSink final : public MetricsSink {
  public:
-  ControllerSink(ControllerLink* link, double interval_s) : link_(link), interval_s_(interval_s) {}
+  ControllerSink(ControllerLink* link, double interval_s, double total_samples)
+      : link_(link), interval_s_(interval_s), total_samples_(total_samples) {}
   void OnStep(const StepMetrics& m) noexcept override {
     try {
       sum_ += m.step_time_s;
       ++count_;
       if (count_ > 0 && Seconds(last_) < interval_s_) return;
       last_ = Clock::now();
-      link_->Call({{"type", "metrics"},
-                   {"step", m.step},
-                   {"gpus", m.gpus},
-                   {"global_batch", m.global_batch},
-                   {"local_batch", m.local_batch},
-                   {"accum_steps", 0},
-                   {"step_time_s", sum_ / static_cast<double>(count_)},
-                   {"grad_sqr", m.grad_sqr},
-                   {"grad_var", m.grad_var},
-                   {"samples", m.samples}});
+      nlohmann::json msg{{"type", "metrics"},
+                         {"step", m.step},
+                         {"gpus", m.gpus},
+                         {"global_batch", m.global_batch},
+                         {"local_batch", m.local_batch},
+                         {"accum_steps", 0},
+                         {"step_time_s", sum_ / static_cast<double>(count_)},
+                         {"grad_sqr", m.grad_sqr},
+                         {"grad_var", m.grad_var},
+                         {"samples", m.samples}};
+      if (total_samples_ > 0) msg["total_samples"] = static_cast<std::uint64_t>(total_samples_);
+      link_->Call(std::move(msg));
       sum_ = 0;
       count_ = 0;
     } catch (...) {
@@ -134,6 +137,7 @@ class ControllerSink final : public MetricsSink {
  private:
   ControllerLink* link_;
   double interval_s_;
+  double total_samples_;
   Clock::time_point last_ = Clock::now();
   double sum_ = 0;
   int count_ = 0;
@@ -257,6 +261,7 @@ Result<SessionOptions> SessionOptions::FromConfig(const Config& config) {
                    number("connect_timeout_s", &o.connect_timeout_s),
                    number("collective_timeout_s", &o.collective_timeout_s),
                    number("checkpoint_interval_s", &o.checkpoint_interval_s),
+                   number("total_samples", &o.total_samples),
                    number("respawn_delay_s", &o.respawn_delay_s),
                    number("poll_interval_s", &o.poll_interval_s),
                    number("grad_noise_ema", &o.grad_noise_smoothing),
@@ -275,6 +280,9 @@ Result<SessionOptions> SessionOptions::FromConfig(const Config& config) {
     return Status(ErrorKind::kConfig, "ELASTIC_GROUP_ID out of range");
   }
   o.group_id = static_cast<std::uint32_t>(group.value());
+  if (!(o.total_samples >= 0) || o.total_samples > 1e18) {
+    return Status(ErrorKind::kConfig, "ELASTIC_TOTAL_SAMPLES must be a number of samples >= 0");
+  }
   auto node_group = config.GetInt("node_group");
   if (!node_group.ok()) return node_group.status();
   auto node_groups = config.GetInt("node_groups");
@@ -1033,7 +1041,7 @@ Result<std::unique_ptr<Session>> Session::Create(SessionOptions options, int* ar
   s.guard = std::make_unique<detail::CollectiveGuard>(s.options.collective_timeout_s);
   if (s.rank == 0) {
     if (!s.options.metrics_file.empty()) s.sinks.push_back(MakeJsonLinesSink(s.options.metrics_file));
-    if (s.link && !s.newcomer) s.sinks.push_back(std::make_shared<ControllerSink>(s.link.get(), s.options.metrics_interval_s));
+    if (s.link && !s.newcomer) s.sinks.push_back(std::make_shared<ControllerSink>(s.link.get(), s.options.metrics_interval_s, s.options.total_samples));
   }
   Log(LogLevel::kVerbose, kComponent, "session: rank ", s.rank, " of ", s.size, ", group ", s.group_id,
       s.newcomer ? " (newcomer)" : "");

@@ -60,6 +60,8 @@ constexpr std::array kTable{
     Tunable{"rendezvous_if", "ELASTIC_RENDEZVOUS_IF", "", "interface ompi-server listens on (launcher)"},
     Tunable{"submit_dir", "SLURM_SUBMIT_DIR", "", "Slurm's submit directory (default run dir parent)"},
     Tunable{"metrics_file", "ELASTIC_METRICS_FILE", "", "JSON-lines file for step metrics (rank 0)"},
+    Tunable{"total_samples", "ELASTIC_TOTAL_SAMPLES", "0",
+            "samples the job trains in all, e.g. epochs x dataset size (0: unknown); reported to elasticd"},
 };
 
 const Tunable* Find(std::string_view name) {

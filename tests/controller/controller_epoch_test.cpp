@@ -77,6 +77,40 @@ TEST(ControllerEpochTest, WaitingJobsComeBeforeExtensions) {
   EXPECT_EQ(r2.plan["decisions"][0]["target"], 4);
 }
 
+TEST(ControllerEpochTest, RemainingTimeObjectiveFavoursTheJobAboutToFinish) {
+  // One node of 4 GPUs, two elastic jobs with the same step-time model at 1 GPU each (up to 4):
+  // two free GPUs. One job has 1,000 s left at the speed it reported, the other 10,000 s. With
+  // the remaining-time weights (Smith's rule, scheduler.srpt_exponent_percent = 100) the job
+  // about to finish gets both free GPUs, whichever it is.
+  for (int short_job : {0, 1}) {
+    RecordedSnapshot snap = GenerateSnapshot(2, 4, 1, 2, 0, 3);
+    ASSERT_EQ(snap.registry.size(), 2u);
+    snap.nodes.resize(1);  // both jobs on the first node
+    snap.registry[1]["samples"] = snap.registry[0]["samples"];
+    snap.registry[1]["efficiency"] = snap.registry[0]["efficiency"];
+    for (int k : {0, 1}) {
+      snap.registry[k]["base_gpus"] = 1;
+      snap.registry[k]["spec"]["gpus_min"] = 1;
+      snap.registry[k]["spec"]["gpus_max"] = 4;
+      snap.registry[k]["total_samples"] = 1000000;
+      snap.registry[k]["samples_done"] = k == short_job ? 900000 : 0;
+      snap.registry[k]["sample_rate"] = 100.0;
+      snap.jobs[k].gpus = 1;
+      snap.jobs[k].nodes = snap.nodes[0].name;
+    }
+    snap.nodes[0].gpus_used = 2;
+    ControllerConfig cfg;
+    cfg.srpt_exponent = 1.0;
+    auto ctl = MakeController(snap, cfg);
+    EpochResult r = ctl->Epoch(snap.nodes, snap.jobs, true);
+    std::map<uint32_t, int> target;
+    for (const auto& d : r.plan["decisions"]) target[d["job"].get<uint32_t>()] = d["target"].get<int>();
+    const uint32_t s_id = snap.registry[short_job]["id"], l_id = snap.registry[1 - short_job]["id"];
+    EXPECT_EQ(target[s_id], 3) << r.plan.dump();
+    EXPECT_EQ(target[l_id], 1) << r.plan.dump();
+  }
+}
+
 TEST(ControllerEpochTest, SnapshotRoundTripsThroughJson) {
   RecordedSnapshot snap = GenerateSnapshot(8, 4, 2, 10, 3, 5);
   auto j = SnapshotToJson(snap.nodes, snap.jobs, snap.registry);

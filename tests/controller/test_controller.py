@@ -101,7 +101,13 @@ class ControllerTest(ClusterTestCase):
             self.assertEqual(reply["error"]["kind"], "permission")
             # The owner may report for and pause the own job.
             self.assertTrue(owner.call({"type": "metrics", "job": job, "gpus": 2, "step_time_s": 0.1,
-                                        "local_batch": 32, "global_batch": 64})["ok"])
+                                        "local_batch": 32, "global_batch": 64, "samples": 6400,
+                                        "total_samples": 640000})["ok"])
+            status = {j["job_id"]: j for j in json.loads(ctl("status", "--json").stdout)["jobs"]}[job]
+            self.assertEqual((status["samples_done"], status["total_samples"]), (6400, 640000))
+            for bad in (-1, 1e300, "many"):
+                reply = owner.call({"type": "metrics", "job": job, "total_samples": bad})
+                self.assertEqual(reply["error"]["kind"], "protocol", bad)
             proc = ctl("pause", str(job), user=OTHER_USER)
             self.assertEqual(proc.returncode, 4, proc.stderr)
             self.assertIn(f"does not own job {job}", proc.stderr)

@@ -171,6 +171,8 @@ TEST(Options, BadValuesAreRefusedWithTheVariableName) {
       {"ELASTIC_MODE", "flexible", "ELASTIC_MODE='flexible' is not elastic or rigid"},
       {"ELASTIC_BACKEND", "gloo", "ELASTIC_BACKEND: unknown backend 'gloo'"},
       {"ELASTIC_LOG_LEVEL", "loud", "ELASTIC_LOG_LEVEL='loud' is not a log level"},
+      {"ELASTIC_TOTAL_SAMPLES", "-5", "ELASTIC_TOTAL_SAMPLES must be a number of samples >= 0"},
+      {"ELASTIC_TOTAL_SAMPLES", "lots", "ELASTIC_TOTAL_SAMPLES='lots' is not a number"},
   };
   for (const auto& c : cases) {
     auto config = em::Config::FromMap({{c.env, c.value}}).value();
@@ -179,9 +181,12 @@ TEST(Options, BadValuesAreRefusedWithTheVariableName) {
     EXPECT_EQ(o.status().kind(), elastic::ErrorKind::kConfig) << c.env;
     EXPECT_NE(o.status().message().find(c.message), std::string::npos) << o.status().message();
   }
-  auto good = em::SessionOptions::FromConfig(
-      em::Config::FromMap({{"ELASTIC_SCHEDULE", "2->4:128"}, {"ELASTIC_LR_SCALING", "sqrt"}}).value());
+  auto good = em::SessionOptions::FromConfig(em::Config::FromMap({{"ELASTIC_SCHEDULE", "2->4:128"},
+                                                                   {"ELASTIC_LR_SCALING", "sqrt"},
+                                                                   {"ELASTIC_TOTAL_SAMPLES", "115305030"}})
+                                                 .value());
   ASSERT_TRUE(good.ok()) << good.status().ToString();
+  EXPECT_EQ(good.value().total_samples, 115305030.0);
   EXPECT_EQ(good.value().lr_rule, em::LrRule::kSqrt);
   EXPECT_EQ(good.value().schedule.size(), 2u);
 }

@@ -100,6 +100,9 @@ struct SessionOptions {
   // Write a checkpoint at the first rescale point after this many seconds since the last one
   // (0: only on request, SIGUSR1 and SIGTERM). The checkpoint a restarted job resumes from.
   double checkpoint_interval_s = 0;
+  // Samples the job trains in all (e.g. epochs x dataset size; 0: unknown). Reported to elasticd
+  // with the metrics, so that its remaining-time objective can estimate the time left.
+  double total_samples = 0;
   std::string run_dir;
   // Install a SIGTERM handler: a group whose rank gets SIGTERM (scancel of its extension job,
   // preemption) leaves at the next rescale point; SIGTERM on the base group stops the job.

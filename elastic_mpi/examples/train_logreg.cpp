@@ -252,6 +252,8 @@ int Train(int argc, char** argv, const Options& o) {
     return kExitUsage;
   }
   options.value().global_batch = o.batch;
+  // The training goal, for elasticd's remaining-time objective (ELASTIC_TOTAL_SAMPLES wins).
+  if (options.value().total_samples == 0) options.value().total_samples = static_cast<double>(o.epochs * o.samples);
   auto created = Session::Create(options.value(), &argc, &argv);
   if (!created.ok()) {
     std::fprintf(stderr, "elastic-train-logreg: %s\n", created.status().ToString().c_str());

@@ -562,6 +562,13 @@ PYBIND11_MODULE(elastic_mpi, m) {
       .def_readwrite("bind", &SessionOptions::bind)
       .def_readwrite("metrics_file", &SessionOptions::metrics_file)
       .def_readwrite("checkpoint_dir", &SessionOptions::checkpoint_dir)
+      .def_property(
+          "total_samples", [](const SessionOptions& o) { return o.total_samples; },
+          [](SessionOptions& o, double v) {
+            if (!(v >= 0) || v > 1e18) Invalid("total_samples must be a number of samples >= 0");
+            o.total_samples = v;
+          },
+          "samples the job trains in all (0: unknown); sent to elasticd for its remaining-time objective")
       .def_readwrite("handle_sigterm", &SessionOptions::handle_sigterm)
       .def_readwrite("spawn_command", &SessionOptions::spawn_command,
                      "argv that MPI_Comm_spawn starts; empty: this interpreter with its own arguments.");

@@ -79,6 +79,12 @@ class ScalingTest(unittest.TestCase):
             em.lr_factor("bogus", 128, 64)
         with self.assertRaises(em.InvalidArgumentError):
             em.GradientNoise(1.0)
+        options = em.SessionOptions()
+        options.total_samples = 3 * 4096
+        self.assertEqual(options.total_samples, 12288)
+        with self.assertRaises(em.InvalidArgumentError) as ctx:
+            options.total_samples = -1
+        self.assertIn("total_samples", str(ctx.exception))
 
     def test_schedule(self):
         self.assertEqual(em.parse_schedule("2->4:128->2"), [(2, 0), (4, 128), (2, 0)])

@@ -159,7 +159,9 @@ def main(argv):
     sharder = em.EpochSharder(args.samples, args.seed)
     steps_done = np.zeros(1, dtype=np.uint64)
 
-    session = em.Session(global_batch=args.batch)
+    # The training goal, for elasticd's remaining-time objective (ELASTIC_TOTAL_SAMPLES wins).
+    overrides = {} if os.environ.get("ELASTIC_TOTAL_SAMPLES") else {"total_samples": args.epochs * args.samples}
+    session = em.Session(global_batch=args.batch, **overrides)
     for name, p in model.named_parameters():
         session.register("param." + name, p)          # the tensors' own memory
     for name, t in optimizer_tensors(opt, model):

@@ -1016,7 +1016,8 @@ EpochResult Controller::Epoch(const std::vector<NodeInfo>& nodes, const std::vec
         for (const auto& o : oj.options) {
           if (o.gpus == planned && o.utility > 0) u_now = o.utility;
         }
-        oj.remaining_s = static_cast<double>(job.total_samples - job.samples_done) / job.sample_rate * u_now;
+        const double left = static_cast<double>(job.total_samples - job.samples_done) / job.sample_rate * u_now;
+        oj.remaining_s = std::clamp(left, 1.0, 1e9);  // the snapshot's range; > 0 means known
       }
       // The option at the current size is worth a bit more: hysteresis against flapping.
       for (auto& o : oj.options) {

@@ -20,6 +20,9 @@ struct Tables {
   std::vector<double> bonus;
 };
 
+// kInvalidArgument when the objective's parameters are out of range.
+Status CheckObjective(const Objective& objective);
+
 // Validates the snapshot and builds its tables (kInvalidArgument on a bad snapshot).
 // With keep_running, every running job's options carry a bonus larger than the sum of all
 // other values, so a plan keeps every running job that fits.

@@ -31,10 +31,8 @@ double OptionValue(const Objective& objective, const Job& job, const Option& opt
     if (!same) {
       const double cost = objective.rescale_cost_s;
       if (objective.rescale_payback > 0.0 && job.remaining_s > 0.0) {
-        if (u > 0.0) {
-          const double rest = job.remaining_s / u;
-          u *= rest / (rest + objective.rescale_payback * cost);
-        }
+        // rest / (rest + payback * cost) with rest = remaining_s / u, written so it cannot overflow.
+        if (u > 0.0) u *= job.remaining_s / (job.remaining_s + objective.rescale_payback * cost * u);
       } else {
         u *= std::max(0.0, (job.age_s - job.rescales * cost) / (job.age_s + cost));
       }
@@ -42,7 +40,9 @@ double OptionValue(const Objective& objective, const Job& job, const Option& opt
   }
   double weight = job.weight;
   if (objective.srpt_exponent != 0.0 && job.remaining_s > 0.0) {
-    weight *= std::pow(3600.0 / std::max(job.remaining_s, 60.0), objective.srpt_exponent);
+    // Between a minute and 10^7 s (116 days): weights stay within 2^(2 x 17) of each other, which
+    // keeps every value summable in a double (the DP adds them).
+    weight *= std::pow(3600.0 / std::clamp(job.remaining_s, kMinRemainingS, kMaxRemainingS), objective.srpt_exponent);
   }
   if (objective.kind == ObjectiveKind::kWeightedSum) return weight * u;
   // Power mean (p < 0): minimising sum_j w_j u_j^p with u^p := pending_penalty for a pending

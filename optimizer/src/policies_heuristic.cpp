@@ -161,6 +161,8 @@ template <typename Body>
 Result<Plan> RunPolicy(std::string_view name, const Snapshot& snapshot, const PolicyOptions& options,
                        const Objective& objective, Body body) {
   const auto start = Clock::now();
+  // A policy searching under an objective of its own still reports under the caller's.
+  if (Status s = internal::CheckObjective(options.objective); !s.ok()) return s;
   Result<Tables> tables = internal::PrepareTables(snapshot, objective, options.keep_running);
   if (!tables.ok()) return tables.status();
   State st(snapshot, tables.value());
@@ -197,7 +199,12 @@ class OptimusPolicy final : public Policy {
     obj.pending_penalty = 1e6;
     obj.srpt_exponent = -1.0;
     obj.rescale_payback = 0.0;
-    return RunPolicy(name(), snapshot, options, obj, [](State& st, Clock::time_point) {
+    // Running jobs come first in the first-come-first-served start below, which keeps them
+    // running; the keep_running bonus would only blur the gains (and make options worth nothing
+    // of their own look usable, from which the one-step climb cannot recover).
+    PolicyOptions own = options;
+    own.keep_running = false;
+    return RunPolicy(name(), snapshot, own, obj, [](State& st, Clock::time_point) {
       // Freeze each job's batch and type at its request; only the GPU count may change.
       for (size_t j = 0; j < st.choice.size(); ++j) {
         const int req = RequestOption(st, j);

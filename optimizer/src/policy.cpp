@@ -63,17 +63,24 @@ double MsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
-Result<Tables> PrepareTables(const Snapshot& snapshot, const Objective& objective, bool keep_running) {
-  if (Status st = Validate(snapshot); !st.ok()) return st;
+Status CheckObjective(const Objective& objective) {
   if (objective.kind == ObjectiveKind::kPowerMean && !(objective.p < 0.0)) {
     return Status(ErrorKind::kInvalidArgument, "power-mean objective needs p < 0");
   }
-  if (!(objective.pending_penalty > 0.0) || !(objective.rescale_cost_s >= 0.0) || !(objective.rescale_payback >= 0.0) ||
-      !std::isfinite(objective.srpt_exponent) || std::abs(objective.srpt_exponent) > 4.0) {
+  if (!(objective.pending_penalty > 0.0) || !std::isfinite(objective.pending_penalty) ||
+      !(objective.rescale_cost_s >= 0.0) || !std::isfinite(objective.rescale_cost_s) ||
+      !(objective.rescale_payback >= 0.0 && objective.rescale_payback <= kMaxRescalePayback) ||
+      !(std::abs(objective.srpt_exponent) <= kMaxSrptExponent)) {
     return Status(ErrorKind::kInvalidArgument,
-                  "objective needs pending_penalty > 0, rescale_cost_s >= 0, rescale_payback >= 0 and "
-                  "|srpt_exponent| <= 4");
+                  "objective needs finite pending_penalty > 0 and rescale_cost_s >= 0, rescale_payback in [0, 1000] "
+                  "and |srpt_exponent| <= 2");
   }
+  return Status::Ok();
+}
+
+Result<Tables> PrepareTables(const Snapshot& snapshot, const Objective& objective, bool keep_running) {
+  if (Status st = Validate(snapshot); !st.ok()) return st;
+  if (Status st = CheckObjective(objective); !st.ok()) return st;
   Result<std::vector<std::vector<Option>>> opts = BuildOptionTables(snapshot);
   if (!opts.ok()) return opts.status();
   Tables t;

@@ -49,7 +49,8 @@ po::options_description SetupSolve(SolveOptions& o) {
       ("rescale-payback", po::value(&o.rescale_payback)->default_value(o.rescale_payback),
        "> 0: penalise a rescale on the job's remaining_s (it must save this many times its cost) instead of its age")
       ("srpt-exponent", po::value(&o.srpt_exponent)->default_value(o.srpt_exponent),
-       "multiply each value by (3600 / remaining_s)^X for jobs with remaining_s (1: Smith's rule)")
+       "multiply each value by (3600 / remaining_s)^X for jobs with remaining_s, clamped to [60 s, 1e7 s] "
+       "(1: Smith's rule), |X| <= 2")
       ("time-budget-ms", po::value(&o.time_budget_ms)->default_value(o.time_budget_ms), "solve time budget")
       ("seed", po::value(&o.seed)->default_value(o.seed), "seed of randomised policies")
       ("no-placement", po::bool_switch(&o.no_placement), "do not map GPU counts onto nodes")
@@ -96,10 +97,11 @@ int RunSolve(const std::vector<std::string>& args) {
   popts.objective.rescale_cost_s = o.rescale_cost_s;
   popts.objective.rescale_payback = o.rescale_payback;
   popts.objective.srpt_exponent = o.srpt_exponent;
-  if (!(o.p < 0.0) || !(o.pending_penalty > 0.0) || !(o.rescale_cost_s >= 0.0) || !(o.rescale_payback >= 0.0) ||
-      !(std::abs(o.srpt_exponent) <= 4.0) || !(o.time_budget_ms > 0.0)) {
-    std::cerr << "elastic-optimize: need --p < 0, --pending-penalty > 0, --rescale-cost >= 0, --rescale-payback >= 0, "
-                 "|--srpt-exponent| <= 4, --time-budget-ms > 0\n";
+  if (!(o.p < 0.0) || !(o.pending_penalty > 0.0) || !std::isfinite(o.pending_penalty) || !(o.rescale_cost_s >= 0.0) ||
+      !std::isfinite(o.rescale_cost_s) || !(o.rescale_payback >= 0.0 && o.rescale_payback <= kMaxRescalePayback) ||
+      !(std::abs(o.srpt_exponent) <= kMaxSrptExponent) || !(o.time_budget_ms > 0.0)) {
+    std::cerr << "elastic-optimize: need --p < 0, --pending-penalty > 0, --rescale-cost >= 0, --rescale-payback in "
+                 "[0, 1000], |--srpt-exponent| <= 2, --time-budget-ms > 0\n";
     return kExitUsage;
   }
   popts.time_budget_ms = o.time_budget_ms;

@@ -130,12 +130,14 @@ Status WriteOutputs(const SimResult& r, const Summary& s, const std::string& dir
      << "set title \"JCT CDF: " << safe_title << "\"\n"
      << "set xlabel 'job completion time [h]'\nset ylabel 'fraction of jobs'\nset logscale x\nset grid\n"
      << "set yrange [0:1]\nset key off\n"
-     << "plot '" << dir << "/jct_cdf.dat' using 1:2 with steps lw 2\n"
-     << "unset logscale x\nset datafile separator ','\n"
-     << "set output '" << dir << "/gpus.svg'\n"
-     << "set title \"GPUs in use: " << safe_title << "\"\n"
-     << "set xlabel 'time [h]'\nset ylabel 'GPUs allocated'\nset yrange [0:" << r.total_gpus + 4 << "]\n"
-     << "plot '" << dir << "/epochs.csv' every ::1 using ($1/3600):2 with steps lw 2\n";
+     << "plot '" << dir << "/jct_cdf.dat' using 1:2 with steps lw 2\n";
+  if (!r.epochs.empty()) {  // none for isolated runs: no GPUs-in-use plot
+    gp << "unset logscale x\nset datafile separator ','\n"
+       << "set output '" << dir << "/gpus.svg'\n"
+       << "set title \"GPUs in use: " << safe_title << "\"\n"
+       << "set xlabel 'time [h]'\nset ylabel 'GPUs allocated'\nset yrange [0:" << r.total_gpus + 4 << "]\n"
+       << "plot '" << dir << "/epochs.csv' every ::1 using ($1/3600):2 with steps lw 2\n";
+  }
   const std::string script = dir + "/plots.gp";
   if (Status st = WriteFile(script, gp.str()); !st.ok()) return st;
   if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) {

@@ -63,8 +63,8 @@ int RunSimulation(const std::vector<std::string>& args) {
       ("out-dir", po::value(&o.out_dir), "write jobs.csv, epochs.csv, summary.json and SVG plots here")
       ("quiet,q", po::bool_switch(&o.quiet), "no progress bar")
       ("isolated", po::bool_switch(&o.isolated),
-       "run every job alone on the empty cluster (its JCT without contention; with --horizon, how many jobs "
-       "could finish by then at all)")
+       "run every job alone on the empty cluster (its JCT without other jobs; with --horizon, how many jobs "
+       "could finish by then)")
       ("philly-start", po::value(&o.philly_start), "philly: window start 'YYYY-MM-DD HH:MM:SS' (default: first job)")
       ("philly-hours", po::value(&o.philly_hours)->default_value(8.0), "philly: window length [h]")
       ("philly-jobs", po::value(&o.philly_jobs)->default_value(0), "philly: sample this many jobs (0: all)");

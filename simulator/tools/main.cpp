@@ -1,13 +1,14 @@
 // elastic-sim: replay a workload through the optimizer on a simulated GPU cluster, or run the
 // reproduction study of docs/results.md.
-#include <exception>
 #include <cmath>
+#include <exception>
 #include <filesystem>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "cli.h"
+#include "elastic/optimizer/policy.h"
 
 namespace elastic::simulator::cli {
 
@@ -46,10 +47,10 @@ void AddCommonOptions(boost::program_options::options_description& desc, CommonO
        "job weights in the objective: uniform | remaining ((1 / remaining hours at the base size)^srpt-exponent, "
        "and the rescale penalty on the remaining time)")
       ("srpt-exponent", po::value(&c.srpt_exponent)->default_value(c.srpt_exponent),
-       "--weights remaining: exponent of 1 / remaining time (1: Smith's rule)")
+       "with --weights remaining (ignored otherwise): exponent of 1 / remaining time (1: Smith's rule), |X| <= 2")
       ("rescale-payback", po::value(&c.rescale_payback)->default_value(c.rescale_payback),
-       "--weights remaining: a rescale must save this many times its cost over the job's remaining run "
-       "(0: Pollux's age-based penalty)")
+       "with --weights remaining (ignored otherwise): a rescale must save this many times its cost over the job's "
+       "remaining run, 0-1000 (0: Pollux's age-based penalty)")
       ("time-budget-ms", po::value(&c.time_budget_ms)->default_value(c.time_budget_ms), "solve time budget per epoch")
       ("max-gpus", po::value(&c.elastic_max_gpus)->default_value(0), "cap on an elastic job's GPUs (0: none)")
       ("seed", po::value(&c.seed)->default_value(c.seed), "seed (randomised policies, trace mapping)");
@@ -91,9 +92,11 @@ Status FinishCommonOptions(CommonOptions& o) {
     return Status(ErrorKind::kInvalidArgument, "rescale costs must be >= 0");
   }
   if (!(c.p < 0.0)) return Status(ErrorKind::kInvalidArgument, "--p must be < 0");
-  if (!(std::abs(c.srpt_exponent) <= 4.0)) return Status(ErrorKind::kInvalidArgument, "--srpt-exponent must be within [-4, 4]");
-  if (!(c.rescale_payback >= 0.0 && c.rescale_payback < 1e6)) {
-    return Status(ErrorKind::kInvalidArgument, "--rescale-payback must be >= 0");
+  if (!(std::abs(c.srpt_exponent) <= optimizer::kMaxSrptExponent)) {
+    return Status(ErrorKind::kInvalidArgument, "--srpt-exponent must be within [-2, 2]");
+  }
+  if (!(c.rescale_payback >= 0.0 && c.rescale_payback <= optimizer::kMaxRescalePayback)) {
+    return Status(ErrorKind::kInvalidArgument, "--rescale-payback must be within [0, 1000]");
   }
   if (!(c.time_budget_ms > 0.0)) return Status(ErrorKind::kInvalidArgument, "--time-budget-ms must be > 0");
   return Status::Ok();

@@ -70,18 +70,24 @@ TEST(Cli, EveryPolicyAndBothObjectivesRun) {
 }
 
 TEST(Cli, RemainingTimeObjective) {
-  // train-a has 2 h left at its base size, the others none known: (3600 / 7200)^1 halves a's
-  // values. Without it the plan is b + c (5.2); with it still b + c, and a's option on 4 GPUs is
-  // worth 1.8 / 2 = 0.9 instead of 1.8, so the reported objective is unchanged but an exponent of
-  // -1 (a weighs 2) makes a on 4 GPUs (3.6) + b on 4 (3.2) = 6.8 the optimum.
-  CliRun r = Optimize("--srpt-exponent 1 --input " + Fixture("small.json"));
+  // train-a (running on 2 GPUs, 1 h old) has 2 h left at its base size, the others none known.
+  // An exponent of -1 makes a weigh 2: a on 4 GPUs (3.6) + b on 4 (3.2) = 6.8 beats b + c (5.2).
+  CliRun r = Optimize("--srpt-exponent -1 --input " + Fixture("small.json"));
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NEAR(nlohmann::json::parse(r.out)["objective"].get<double>(), 5.2, 1e-12);
-  r = Optimize("--srpt-exponent -1 --input " + Fixture("small.json"));
-  ASSERT_EQ(r.code, 0) << r.err;
-  const nlohmann::json plan = nlohmann::json::parse(r.out);
+  nlohmann::json plan = nlohmann::json::parse(r.out);
   EXPECT_NEAR(plan["objective"].get<double>(), 6.8, 1e-12);
   EXPECT_EQ(plan["assignments"][0]["gpus"], 4);
+  // Kept running with a 30 s rescale cost, a grows to 4 GPUs (the age-based penalty, 0.98, lets
+  // it: 1.77 + 3.2 beats 1.0 + 3.2). A payback of 1000 makes the move cost 30,000 s against the
+  // 4,000 s it would leave: a stays on 2 GPUs.
+  r = Optimize("--keep-running --rescale-cost 30 --input " + Fixture("small.json"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["assignments"][0]["gpus"], 4);
+  r = Optimize("--keep-running --rescale-cost 30 --rescale-payback 1000 --input " + Fixture("small.json"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  plan = nlohmann::json::parse(r.out);
+  EXPECT_EQ(plan["assignments"][0]["gpus"], 2);
+  EXPECT_NEAR(plan["objective"].get<double>(), 4.2, 1e-12);
 }
 
 TEST(Cli, GoodputModelsInTheSnapshot) {
@@ -107,11 +113,14 @@ TEST(Cli, ErrorsAndExitCodes) {
       {"--objective fair --input x", 2,
        "elastic-optimize: unknown objective 'fair' (expected weighted-sum or power-mean)\n"},
       {"--p 0.5 --input x", 2,
-       "elastic-optimize: need --p < 0, --pending-penalty > 0, --rescale-cost >= 0, --rescale-payback >= 0, "
-       "|--srpt-exponent| <= 4, --time-budget-ms > 0\n"},
-      {"--srpt-exponent 9 --input x", 2,
-       "elastic-optimize: need --p < 0, --pending-penalty > 0, --rescale-cost >= 0, --rescale-payback >= 0, "
-       "|--srpt-exponent| <= 4, --time-budget-ms > 0\n"},
+       "elastic-optimize: need --p < 0, --pending-penalty > 0, --rescale-cost >= 0, --rescale-payback in [0, 1000], "
+       "|--srpt-exponent| <= 2, --time-budget-ms > 0\n"},
+      {"--srpt-exponent 3 --input x", 2,
+       "elastic-optimize: need --p < 0, --pending-penalty > 0, --rescale-cost >= 0, --rescale-payback in [0, 1000], "
+       "|--srpt-exponent| <= 2, --time-budget-ms > 0\n"},
+      {"--rescale-payback inf --input x", 2,
+       "elastic-optimize: need --p < 0, --pending-penalty > 0, --rescale-cost >= 0, --rescale-payback in [0, 1000], "
+       "|--srpt-exponent| <= 2, --time-budget-ms > 0\n"},
       {"--input /nonexistent.json", 3, "elastic-optimize: cannot open '/nonexistent.json'\n"},
       {"--input " + Fixture("bad_gpus.json"), 3, "elastic-optimize: jobs[0].options[0].gpus: expected an integer\n"},
       {"--input " + Fixture("unknown_key.json"), 3, "elastic-optimize: jobs[0]: unknown key 'gpu'\n"},

@@ -4,11 +4,13 @@
 
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <map>
 
 #include "elastic/optimizer/instances.h"
 #include "elastic/optimizer/placement.h"
 #include "elastic/optimizer/policy.h"
+#include "elastic/optimizer/snapshot_json.h"
 
 namespace elastic::optimizer {
 namespace {
@@ -275,6 +277,95 @@ TEST(Policy, OptimusGivesTheNextGpuToTheLargestRemainingTimeReduction) {
   EXPECT_EQ(plan.assignments[1].gpus, 1);
 }
 
+TEST(Policy, OptimusRanksByRemainingTimeNotBySpeedup) {
+  // 4 GPUs, both jobs 1 h left, a: 1 GPU 1.0, 2 GPUs 2.0, 3 GPUs 3.5; b: 1 GPU 1.0, 2 GPUs 1.4.
+  // After 1 + 1, a's step to 2 saves 1 - 1/2 = 0.5 h (b's 0.29): a gets 2. Then a's step to 3
+  // saves 1/2 - 1/3.5 = 0.21 h, b's 1 - 1/1.4 = 0.29 h: b gets the last GPU, although a's step
+  // gains more speedup (1.5 against 0.4).
+  Snapshot s;
+  s.cluster.types = {{"a100", 1, 4}};
+  Job a;
+  a.id = "a";
+  a.max_gpus = 3;
+  a.remaining_s = 3600.0;
+  a.options = {{"a100", 1, 0, 1.0}, {"a100", 2, 0, 2.0}, {"a100", 3, 0, 3.5}};
+  Job b = a;
+  b.id = "b";
+  b.max_gpus = 2;
+  b.options = {{"a100", 1, 0, 1.0}, {"a100", 2, 0, 1.4}};
+  s.jobs = {a, b};
+  Plan plan = MustSolve("optimus", s);
+  EXPECT_EQ(plan.assignments[0].gpus, 2);
+  EXPECT_EQ(plan.assignments[1].gpus, 2);
+  // Weights are the remaining time itself (exponent -1), not its square root: with a (options
+  // 1.0 / 1.5) 2 h left and b (1.0 / 2.0) 1 h left, the third GPU of a 3-GPU node saves a
+  // 2 x 1/3 = 0.67 h and b 0.5 h: a gets it (square-root weights would give it to b).
+  s.cluster.types = {{"a100", 1, 3}};
+  s.jobs[0].max_gpus = 2;
+  s.jobs[0].remaining_s = 7200.0;
+  s.jobs[0].options = {{"a100", 1, 0, 1.0}, {"a100", 2, 0, 1.5}};
+  s.jobs[1].options = {{"a100", 1, 0, 1.0}, {"a100", 2, 0, 2.0}};
+  plan = MustSolve("optimus", s);
+  EXPECT_EQ(plan.assignments[0].gpus, 2);
+  EXPECT_EQ(plan.assignments[1].gpus, 1);
+}
+
+TEST(Policy, OptimusKeepsARunningJobThePenaltyHoldsInPlace) {
+  // A running job on 4 GPUs, young and rescaled twice: the rescale penalty makes every other size
+  // worth nothing. With keep_running, optimus leaves it on its 4 GPUs (as without it).
+  Snapshot s = TwoJobs();
+  s.jobs.pop_back();
+  s.jobs[0].state = JobState::kRunning;
+  s.jobs[0].current = Configuration{"a100", 4, 0};
+  s.jobs[0].age_s = 50.0;
+  s.jobs[0].rescales = 2;
+  PolicyOptions o;
+  o.objective.rescale_cost_s = 30.0;
+  EXPECT_EQ(MustSolve("optimus", s, o).assignments[0].gpus, 4);
+  o.keep_running = true;
+  EXPECT_EQ(MustSolve("optimus", s, o).assignments[0].gpus, 4);
+}
+
+TEST(Objectives, ExtremeRemainingTimesStayExact) {
+  // A minute against 10^6 s left, exponent 2: weights 3600 and 1.3e-5 are still summable, so
+  // the long job gets the GPUs the short one cannot use (the DP must not lose it to rounding).
+  Snapshot s = TwoJobs();
+  s.jobs[0].max_gpus = 4;
+  s.jobs[0].options.pop_back();
+  s.jobs[0].remaining_s = 60.0;
+  s.jobs[1].remaining_s = 1e6;
+  PolicyOptions o;
+  o.objective.srpt_exponent = 2.0;
+  const Plan plan = MustSolve("dp", s, o);
+  EXPECT_EQ(plan.assignments[0].gpus, 4);
+  EXPECT_EQ(plan.assignments[1].gpus, 4);
+  EXPECT_TRUE(plan.exact);
+  // Huge remaining times are clamped (10^7 s) in the weights and refused beyond 10^9 s.
+  s.jobs[1].remaining_s = 1e9;
+  EXPECT_NEAR(OptionValue(o.objective, s.jobs[1], s.jobs[1].options[0]), std::pow(3600.0 / 1e7, 2.0), 1e-18);
+  s.jobs[1].remaining_s = 2e9;
+  EXPECT_EQ(Validate(s).message(), "job 'b': remaining_s must be within [0, 1e9]");
+}
+
+TEST(SnapshotJson, RemainingTimeRoundTrips) {
+  const nlohmann::json in = nlohmann::json::parse(R"({"cluster": {"gpu_types": [{"name": "a100", "nodes": 1, "gpus_per_node": 4}]},
+    "jobs": [{"id": "a", "remaining_s": 5400.5, "options": [{"gpu_type": "a100", "gpus": 1, "utility": 1.0}]},
+             {"id": "b", "options": [{"gpu_type": "a100", "gpus": 1, "utility": 1.0}]}]})");
+  Result<Snapshot> s = SnapshotFromJson(in);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s.value().jobs[0].remaining_s, 5400.5);
+  EXPECT_EQ(s.value().jobs[1].remaining_s, 0.0);
+  const nlohmann::json out = SnapshotToJson(s.value());
+  EXPECT_EQ(out["jobs"][0]["remaining_s"], 5400.5);
+  EXPECT_FALSE(out["jobs"][1].contains("remaining_s"));  // unknown stays unknown
+  Result<Snapshot> back = SnapshotFromJson(out);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back.value().jobs[0].remaining_s, 5400.5);
+  nlohmann::json bad = in;
+  bad["jobs"][0]["remaining_s"] = "soon";
+  EXPECT_EQ(SnapshotFromJson(bad).status().message(), "jobs[0].remaining_s: expected a number");
+}
+
 TEST(Policy, InvalidSnapshotsAreRejected) {
   Snapshot s = TwoJobs();
   s.jobs[0].options[0].gpus = 3;
@@ -290,10 +381,13 @@ TEST(Policy, InvalidSnapshotsAreRejected) {
 
   Snapshot neg = TwoJobs();
   neg.jobs[0].remaining_s = -1.0;
-  EXPECT_EQ(Validate(neg).message(), "job 'a': remaining_s must be >= 0");
+  EXPECT_EQ(Validate(neg).message(), "job 'a': remaining_s must be within [0, 1e9]");
   PolicyOptions bad;
   bad.objective.srpt_exponent = std::nan("");
   EXPECT_EQ(MakePolicy("dp").value()->Solve(TwoJobs(), bad).status().kind(), ErrorKind::kInvalidArgument);
+  bad.objective.srpt_exponent = 0.0;
+  bad.objective.rescale_payback = std::numeric_limits<double>::infinity();
+  EXPECT_EQ(MakePolicy("optimus").value()->Solve(TwoJobs(), bad).status().kind(), ErrorKind::kInvalidArgument);
 }
 
 TEST(Placement, WholeNodesFirstThenBestFit) {

@@ -213,6 +213,29 @@ TEST(Determinism, SameSeedSameResults) {
   }
 }
 
+// --weights remaining reaches the optimizer: a payback of 1000 (a rescale must save 1000 x 1 s)
+// forbids every move of these short jobs that payback 0 (the age-based penalty) allows, and the
+// weights change who runs first.
+TEST(Simulate, RemainingTimeObjectiveReachesTheOptimizer) {
+  const std::vector<JobSpec> jobs = {Spec("a", 0, 1, 32), Spec("b", 30, 1, 32), Spec("c", 90, 1, 32),
+                                     Spec("d", 200, 1, 32), Spec("e", 250, 1, 32)};
+  SimConfig c = TinyCluster("dp");
+  c.batch_frozen = true;  // batch 32: 1, 2 or 4 GPUs
+  c.rescale = RescaleMode::kStopFree;
+  c.weights = JobWeights::kRemaining;
+  c.rescale_payback = 0.0;
+  Result<SimResult> free_moves = Simulate(FlatTable(), jobs, c);
+  c.rescale_payback = 1000.0;
+  Result<SimResult> no_moves = Simulate(FlatTable(), jobs, c);
+  ASSERT_TRUE(free_moves.ok() && no_moves.ok());
+  EXPECT_GT(Summarise(free_moves.value()).rescales_per_job, 0.0);
+  EXPECT_EQ(Summarise(no_moves.value()).rescales_per_job, 0.0);
+  c.weights = JobWeights::kUniform;
+  Result<SimResult> uniform = Simulate(FlatTable(), jobs, c);
+  ASSERT_TRUE(uniform.ok());
+  EXPECT_NE(JobsCsv(uniform.value()), JobsCsv(free_moves.value()));
+}
+
 TEST(Simulate, UnknownPolicyAndApplication) {
   Result<SimResult> r = Simulate(FlatTable(), {Spec("a", 0, 1, 8)}, TinyCluster("tiresias"));
   ASSERT_FALSE(r.ok());

@@ -36,11 +36,18 @@ struct Objective {
   // save rescale_payback times its cost over the job's remaining run. 0: Pollux's form above.
   double rescale_payback = 0.0;
   // Remaining-time weights (for jobs whose remaining_s is known): the job's value is multiplied
-  // by (3600 / max(remaining_s, 60))^srpt_exponent. 1: Smith's rule (shortest remaining time
+  // by (3600 / remaining_s)^srpt_exponent, remaining_s clamped to [60 s, 10^7 s]. 1: Smith's rule (shortest remaining time
   // first, for average JCT); 0.5: tempered; 0: off; -1: Optimus's weighting (with the power
   // mean p = -1, a job's marginal value is the reduction of its remaining time).
   double srpt_exponent = 0.0;
 };
+
+// The remaining time the weights use is clamped to [kMinRemainingS, kMaxRemainingS]; objectives
+// need |srpt_exponent| <= kMaxSrptExponent and 0 <= rescale_payback <= kMaxRescalePayback.
+inline constexpr double kMinRemainingS = 60.0;
+inline constexpr double kMaxRemainingS = 1e7;
+inline constexpr double kMaxSrptExponent = 2.0;
+inline constexpr double kMaxRescalePayback = 1000.0;
 
 // What a job left without GPUs costs in Pollux's power mean, relative to a job at its base size:
 // Pollux floors a speedup at 1e-3 in units where one GPU of a node with G GPUs is worth 1/G, so

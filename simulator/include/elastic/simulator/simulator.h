@@ -129,8 +129,8 @@ struct SimResult {
 Result<SimResult> Simulate(const AppTable& apps, const std::vector<JobSpec>& jobs, const SimConfig& config);
 
 // Every job alone on the empty cluster, arriving at its own time: each job's JCT without any
-// other job (a lower bound of its JCT under the same policy and costs), and how many jobs could
-// finish by a horizon at all. Epoch records are left empty.
+// other job under the same policy and costs (close to a lower bound: alone it still pays its own
+// rescales), and how many jobs could finish by a horizon. Epoch records are left empty.
 Result<SimResult> SimulateIsolated(const AppTable& apps, const std::vector<JobSpec>& jobs, const SimConfig& config);
 
 }  // namespace elastic::simulator

@@ -1,18 +1,17 @@
 #!/usr/bin/python3
 """Turns the JSON lines of `elastic-sim study` (one or more files) into the markdown tables of
-docs/results.md: per (load, mechanism) the mean over workloads of each policy variant."""
+docs/results.md: per (load, mechanism) the mean over workloads of each policy variant, then the
+per-workload fidelity of the pollux and optimus policies against Pollux's published results."""
 import json
+import os
 import sys
 
-means = []
+records = []
 for path in sys.argv[1:]:
     with open(path) as f:
-        for line in f:
-            line = line.strip()
-            if line.startswith("{"):
-                d = json.loads(line)
-                if d.get("kind") == "mean":
-                    means.append(d)
+        records += [json.loads(line) for line in f if line.strip().startswith("{")]
+means = [d for d in records if d.get("kind") == "mean"]
+runs = [d for d in records if d.get("kind") == "run"]
 
 for load in sorted({d["load"] for d in means}):
     for mech in ("restart", "stop-free"):
@@ -30,14 +29,8 @@ for load in sorted({d["load"] for d in means}):
 # Fidelity: per workload, the simulator's pollux and optimus policies against Pollux's published
 # per-workload average JCTs (results-jobload/<policy>-<load>/summary.json under the data folder,
 # ELASTIC_DATA_DIR or ../shared/data next to the repository).
-import os
-
 data_dir = os.environ.get("ELASTIC_DATA_DIR",
                           os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data"))
-runs = []
-for path in sys.argv[1:]:
-    with open(path) as f:
-        runs += [json.loads(l) for l in f if l.startswith("{") and json.loads(l).get("kind") == "run"]
 for policy in ("pollux", "optimus"):
     for mech in ("restart", "stop-free"):
         rows = [r for r in runs if r["policy"] == policy and r["mechanism"] == mech]

@@ -96,7 +96,6 @@ nlohmann::json ElasticJob::ToJson() const {
                    {"grow_backoff_until", grow_backoff_until},
                    {"metrics_received", metrics_received},
                    {"samples_done", samples_done}, {"total_samples", total_samples},
-                   {"sample_rate", sample_rate},
                    {"samples", samples_json}};
   if (efficiency) {
     j["efficiency"] = {efficiency->init_batch, efficiency->grad_sqr, efficiency->grad_var};
@@ -128,7 +127,6 @@ ElasticJob ElasticJob::FromJson(const nlohmann::json& j) {
   job.metrics_received = j.value("metrics_received", int64_t{0});
   job.samples_done = j.value("samples_done", int64_t{0});
   job.total_samples = j.value("total_samples", int64_t{0});
-  job.sample_rate = j.value("sample_rate", 0.0);
   for (const auto& s : j.value("samples", nlohmann::json::array())) {
     job.samples.push_back({s.at(0).get<int>(), s.at(1).get<int>(), s.at(2).get<double>(), s.at(3).get<double>()});
   }
@@ -447,7 +445,6 @@ nlohmann::json Controller::OnMetrics(uid_t uid, const Json& msg) {
     job.samples.push_back({nodes, gpus, local_batch, step_time});
     if (job.samples.size() > kMaxSamples) job.samples.erase(job.samples.begin());
   }
-  if (step_time > 0 && global_batch > 0) job.sample_rate = static_cast<double>(global_batch) / step_time;
   // Sample counts as numbers within [0, 1e18] (any JSON number; larger ones are refused).
   auto count = [&](const char* key) -> int64_t {
     const double v = Field<double>(msg, key, 0.0);
@@ -1010,14 +1007,17 @@ EpochResult Controller::Epoch(const std::vector<NodeInfo>& nodes, const std::vec
         job.options_at = now;
       }
       // Time left at the base size, for the remaining-time objective: the samples still to train
-      // at the speed last observed, scaled from the current size to the base by the model.
-      if (job.total_samples > job.samples_done && job.sample_rate > 0) {
+      // at the speed of the last step-time sample, scaled from the current size to the base by
+      // the model.
+      if (job.total_samples > job.samples_done && !job.samples.empty()) {
+        const optimizer::StepSample& last = job.samples.back();
+        const double rate = last.gpus * last.local_batch / last.step_time;  // samples per second
         double u_now = 1.0;
         for (const auto& o : oj.options) {
           if (o.gpus == planned && o.utility > 0) u_now = o.utility;
         }
-        const double left = static_cast<double>(job.total_samples - job.samples_done) / job.sample_rate * u_now;
-        oj.remaining_s = std::clamp(left, 1.0, 1e9);  // the snapshot's range; > 0 means known
+        const double left = static_cast<double>(job.total_samples - job.samples_done) / rate * u_now;
+        oj.remaining_s = std::clamp(left, 1.0, optimizer::kMaxRemainingInputS);  // > 0: known
       }
       // The option at the current size is worth a bit more: hysteresis against flapping.
       for (auto& o : oj.options) {

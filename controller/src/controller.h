@@ -48,11 +48,10 @@ struct ElasticJob {
   int next_group = 1;
   double grow_backoff_until = 0;  // no new growth before this time (after a failed extension)
   int64_t metrics_received = 0;   // metrics messages accepted for this job (load tests count them)
-  // Progress toward the job's training goal (metrics `samples`, `total_samples`; 0: unknown) and
-  // its last observed speed in samples per second: the remaining-time objective's inputs.
+  // Progress toward the job's training goal (metrics `samples`, `total_samples`; 0: unknown):
+  // with the last step-time sample's speed, the remaining-time objective's inputs.
   int64_t samples_done = 0;
   int64_t total_samples = 0;
-  double sample_rate = 0;
   std::vector<optimizer::StepSample> samples;  // recent step-time observations
   std::optional<optimizer::EfficiencyParams> efficiency;
   // The step-time model fitted from `samples` (not persisted: refitted after a restart). Fitting

@@ -74,7 +74,9 @@ Status Validate(const Snapshot& s) {
     if (!(j.weight > 0.0) || !std::isfinite(j.weight)) return Invalid(where + ": weight must be > 0");
     if (j.min_gpus < 1 || j.max_gpus < j.min_gpus) return Invalid(where + ": needs 1 <= min_gpus <= max_gpus");
     if (j.gpu_step < 1) return Invalid(where + ": gpu_step must be >= 1");
-    if (!(j.remaining_s >= 0.0 && j.remaining_s <= 1e9)) return Invalid(where + ": remaining_s must be within [0, 1e9]");
+    if (!(j.remaining_s >= 0.0 && j.remaining_s <= kMaxRemainingInputS)) {
+      return Invalid(where + ": remaining_s must be within [0, 1e9]");
+    }
     if (j.min_batch < 1 || j.max_batch < j.min_batch) return Invalid(where + ": needs 1 <= min_batch <= max_batch");
     if (j.min_local_batch < 1 || j.max_local_batch < j.min_local_batch) {
       return Invalid(where + ": needs 1 <= min_local_batch <= max_local_batch");

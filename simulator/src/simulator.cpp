@@ -464,7 +464,8 @@ Status Engine::Schedule(double now, size_t epoch_index) {
     // The job's remaining time at its base size as the optimizer's own model estimates it (the
     // remaining-time objectives and the optimus policy use it; the others ignore it).
     if (j.base_goodput > 0.0) {
-      job.remaining_s = std::clamp((j.target - j.progress) * static_cast<double>(j.app->init_batch) / j.base_goodput, 1.0, 1e9);
+      job.remaining_s = std::clamp((j.target - j.progress) * static_cast<double>(j.app->init_batch) / j.base_goodput, 1.0,
+                                   opt::kMaxRemainingInputS);
     }
     job.state = j.gpus > 0 ? opt::JobState::kRunning : opt::JobState::kPending;
     job.age_s = now - j.spec->arrival_s;

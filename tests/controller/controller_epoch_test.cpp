@@ -78,8 +78,8 @@ TEST(ControllerEpochTest, WaitingJobsComeBeforeExtensions) {
 }
 
 TEST(ControllerEpochTest, RemainingTimeObjectiveFavoursTheJobAboutToFinish) {
-  // One node of 4 GPUs, two elastic jobs with the same step-time model at 1 GPU each (up to 4):
-  // two free GPUs. One job has 1,000 s left at the speed it reported, the other 10,000 s. With
+  // One node of 4 GPUs, two elastic jobs with the same step-time samples at 1 GPU each (up to 4):
+  // two free GPUs. One job has a tenth of the other's samples left at the same speed. With
   // the remaining-time weights (Smith's rule, scheduler.srpt_exponent_percent = 100) the job
   // about to finish gets both free GPUs, whichever it is.
   for (int short_job : {0, 1}) {
@@ -94,7 +94,6 @@ TEST(ControllerEpochTest, RemainingTimeObjectiveFavoursTheJobAboutToFinish) {
       snap.registry[k]["spec"]["gpus_max"] = 4;
       snap.registry[k]["total_samples"] = 1000000;
       snap.registry[k]["samples_done"] = k == short_job ? 900000 : 0;
-      snap.registry[k]["sample_rate"] = 100.0;
       snap.jobs[k].gpus = 1;
       snap.jobs[k].nodes = snap.nodes[0].name;
     }

@@ -125,18 +125,24 @@ TEST(Policy, DpBeatsOrMatchesEveryHeuristic) {
   }
 }
 
-Snapshot TwoJobs() {
+// Jobs "a" and "b" on one node of `gpus` GPUs, each from 1 GPU to its largest option.
+Snapshot TwoJobsOn(int gpus, const std::vector<Option>& a_options, const std::vector<Option>& b_options) {
   Snapshot s;
-  s.cluster.types = {{"a100", 1, 8}};
-  Job a;
-  a.id = "a";
-  a.min_gpus = 1;
-  a.max_gpus = 8;
-  a.options = {{"a100", 1, 0, 1.0}, {"a100", 4, 0, 3.0}, {"a100", 8, 0, 4.0}};
-  Job b = a;
-  b.id = "b";
-  s.jobs = {a, b};
+  s.cluster.types = {{"a100", 1, gpus}};
+  for (const auto& [id, options] : {std::pair{"a", a_options}, std::pair{"b", b_options}}) {
+    Job j;
+    j.id = id;
+    j.min_gpus = 1;
+    for (const Option& o : options) j.max_gpus = std::max(j.max_gpus, o.gpus);
+    j.options = options;
+    s.jobs.push_back(j);
+  }
   return s;
+}
+
+Snapshot TwoJobs() {
+  const std::vector<Option> options = {{"a100", 1, 0, 1.0}, {"a100", 4, 0, 3.0}, {"a100", 8, 0, 4.0}};
+  return TwoJobsOn(8, options, options);
 }
 
 TEST(Objectives, WeightedSumPrefersTheLargerTotal) {
@@ -152,15 +158,8 @@ TEST(Objectives, PolluxCountsAPendingJobAsPolluxDoes) {
   // penalty (1.1) the power mean prefers one job on both GPUs (1.1 - 1/1.9 = 0.57 against
   // 2 x 0.1); Pollux's floor makes a pending job cost 1000 / 2 GPUs per node = 500, so the
   // pollux policy runs both. Its plan is still reported under the caller's objective (sum: 2).
-  Snapshot s;
-  s.cluster.types = {{"a100", 1, 2}};
-  Job a;
-  a.id = "a";
-  a.max_gpus = 2;
-  a.options = {{"a100", 1, 0, 1.0}, {"a100", 2, 0, 1.9}};
-  Job b = a;
-  b.id = "b";
-  s.jobs = {a, b};
+  const std::vector<Option> options = {{"a100", 1, 0, 1.0}, {"a100", 2, 0, 1.9}};
+  Snapshot s = TwoJobsOn(2, options, options);
   PolicyOptions o;
   const Plan pollux = MustSolve("pollux", s, o);
   EXPECT_EQ(pollux.assignments[0].gpus, 1);
@@ -257,15 +256,8 @@ TEST(Policy, OptimusGivesTheNextGpuToTheLargestRemainingTimeReduction) {
   // 3 GPUs, two jobs at 1 GPU each (first come first served), options 1 (utility 1), 2 (1.5).
   // The third GPU saves the job with R seconds left R * (1 - 1 / 1.5) = R / 3: it goes to the
   // job with more time left, whichever that is.
-  Snapshot s;
-  s.cluster.types = {{"a100", 1, 3}};
-  Job a;
-  a.id = "a";
-  a.max_gpus = 2;
-  a.options = {{"a100", 1, 0, 1.0}, {"a100", 2, 0, 1.5}};
-  Job b = a;
-  b.id = "b";
-  s.jobs = {a, b};
+  const std::vector<Option> options = {{"a100", 1, 0, 1.0}, {"a100", 2, 0, 1.5}};
+  Snapshot s = TwoJobsOn(3, options, options);
   s.jobs[0].remaining_s = 600.0;
   s.jobs[1].remaining_s = 6000.0;
   Plan plan = MustSolve("optimus", s);
@@ -282,18 +274,9 @@ TEST(Policy, OptimusRanksByRemainingTimeNotBySpeedup) {
   // After 1 + 1, a's step to 2 saves 1 - 1/2 = 0.5 h (b's 0.29): a gets 2. Then a's step to 3
   // saves 1/2 - 1/3.5 = 0.21 h, b's 1 - 1/1.4 = 0.29 h: b gets the last GPU, although a's step
   // gains more speedup (1.5 against 0.4).
-  Snapshot s;
-  s.cluster.types = {{"a100", 1, 4}};
-  Job a;
-  a.id = "a";
-  a.max_gpus = 3;
-  a.remaining_s = 3600.0;
-  a.options = {{"a100", 1, 0, 1.0}, {"a100", 2, 0, 2.0}, {"a100", 3, 0, 3.5}};
-  Job b = a;
-  b.id = "b";
-  b.max_gpus = 2;
-  b.options = {{"a100", 1, 0, 1.0}, {"a100", 2, 0, 1.4}};
-  s.jobs = {a, b};
+  Snapshot s = TwoJobsOn(4, {{"a100", 1, 0, 1.0}, {"a100", 2, 0, 2.0}, {"a100", 3, 0, 3.5}},
+                         {{"a100", 1, 0, 1.0}, {"a100", 2, 0, 1.4}});
+  s.jobs[0].remaining_s = s.jobs[1].remaining_s = 3600.0;
   Plan plan = MustSolve("optimus", s);
   EXPECT_EQ(plan.assignments[0].gpus, 2);
   EXPECT_EQ(plan.assignments[1].gpus, 2);

@@ -18,6 +18,9 @@ namespace elastic::optimizer {
 
 class GoodputModel;  // goodput.h
 
+// The largest Job::remaining_s a snapshot may carry (about 32 years); producers clamp to it.
+inline constexpr double kMaxRemainingInputS = 1e9;
+
 // One homogeneous pool of GPUs: `nodes` nodes with `gpus_per_node` GPUs each.
 struct GpuType {
   std::string name;
@@ -73,8 +76,9 @@ struct Job {
   std::optional<Configuration> current;  // set for running jobs
   double age_s = 0.0;                     // time since the job started (or was submitted)
   int rescales = 0;                       // how many times it was resized so far
-  // Estimated run time left at the base configuration [s] (0: unknown). Only objectives that
-  // ask for it use it (Objective::srpt_exponent, rescale_payback; the optimus policy).
+  // Estimated run time left at the base configuration [s] (0: unknown; at most
+  // kMaxRemainingInputS). Only objectives that ask for it use it (Objective::srpt_exponent,
+  // rescale_payback; the optimus policy).
   double remaining_s = 0.0;
 
   // Either an explicit option table or a goodput model (or both: the table wins).

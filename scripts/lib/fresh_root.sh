@@ -1,0 +1,179 @@
+# fresh_root.sh: the fresh-machine check, sourced by scripts/test (`scripts/test --fresh RELEASE`).
+#
+# What a centre's engineer does first, on a machine that has nothing installed: from a clean
+# `git archive` of HEAD, inside a new minimal Debian root made by debootstrap, run the README's
+# quick start exactly as written (the commands of its first code block, as root, from the
+# source directory), then build with the README's preset and run the unit tests. The root has
+# its own PID and mount namespaces: when the check ends, the kernel ends every process it
+# started, and its mounts go with it. It shares the host's network (apt needs Debian's
+# mirror); its cluster uses ports from FRESH_PORT_BASE, apart from the host's suite (16800 for
+# the demo, 26800 for the tests).
+#
+# Cached between runs: only the bare debootstrap base (no package of the project's), as a tar
+# file in FRESH_CACHE. Everything else is made anew every run and deleted afterwards (unless
+# --keep-root).
+
+FRESH_CACHE=${ELASTIC_FRESH_CACHE:-/var/cache/elastic-slurm/fresh-root}
+FRESH_PORT_BASE=${ELASTIC_FRESH_PORT_BASE:-36800}
+FRESH_TIMEOUT=${ELASTIC_FRESH_TIMEOUT:-3000}   # seconds for everything inside the root
+# The unit tests after the quick start: the README's build and test lines.
+FRESH_UNIT_TESTS='cmake --preset default && cmake --build --preset default && ctest --test-dir build -L unit'
+
+fresh_say() { printf 'fresh-root: %s\n' "$*"; }
+
+# The Debian mirror the host uses (its first deb.debian.org-like URI), so that the root's apt
+# goes where the host's does.
+fresh_mirror() {
+  local uri=""
+  if [[ -n ${ELASTIC_FRESH_MIRROR:-} ]]; then echo "$ELASTIC_FRESH_MIRROR"; return; fi
+  if [[ -r /etc/apt/sources.list.d/debian.sources ]]; then
+    uri=$(awk '/^URIs:/ && $2 !~ /security/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources)
+  fi
+  if [[ -z $uri && -r /etc/apt/sources.list ]]; then
+    uri=$(awk '$1 == "deb" && $0 !~ /security/ {print $2; exit}' /etc/apt/sources.list)
+  fi
+  echo "${uri:-http://deb.debian.org/debian}"
+}
+
+# The README's quick start: the lines of the first code block after "## Quick start".
+fresh_quick_start() {
+  awk '/^## Quick start/ {q = 1; next}
+       q && /^```/ {if (inblock) exit; inblock = 1; next}
+       inblock && NF {print}' "$1"
+}
+
+# fresh_base RELEASE: the cached bare root of RELEASE (made with debootstrap when missing).
+fresh_base() {
+  local release=$1 base=$FRESH_CACHE/$1-minbase.tar mirror tmp t0=$SECONDS
+  if [[ -s $base ]]; then echo "$base"; return; fi
+  command -v debootstrap >/dev/null \
+    || { echo "fresh-root: debootstrap is missing: run scripts/bootstrap (it installs it)" >&2; return 1; }
+  mirror=$(fresh_mirror)
+  install -d -m 755 "$FRESH_CACHE"
+  tmp=$(mktemp -d "$FRESH_CACHE/debootstrap.XXXXXX")
+  fresh_say "making the bare $release base with debootstrap from $mirror (once; cached in $base)" >&2
+  if ! debootstrap --variant=minbase "$release" "$tmp" "$mirror" > "$tmp.log" 2>&1; then
+    tail -n 20 "$tmp.log" >&2
+    rm -rf "$tmp"
+    echo "fresh-root: debootstrap of $release failed (log: $tmp.log)" >&2
+    return 1
+  fi
+  tar -C "$tmp" --numeric-owner -cf "$base.new" .
+  mv "$base.new" "$base"
+  rm -rf "$tmp" "$tmp.log"
+  fresh_say "base made in $((SECONDS - t0)) s" >&2
+  echo "$base"
+}
+
+# Every process whose root directory is ROOT (a process the check started that survived it).
+fresh_processes_in() {
+  local root=$1 p
+  for p in /proc/[0-9]*; do
+    [[ $(readlink "$p/root" 2>/dev/null) == "$root" ]] && echo "${p#/proc/}"
+  done
+  return 0
+}
+
+# fresh_check RELEASE REPO_DIR KEEP_ROOT: the whole check; returns its status.
+fresh_check() {
+  local release=$1 repo=$2 keep_root=$3 base work root mirror security status t0=$SECONDS
+  local quick log
+  [[ $(id -u) == 0 ]] || { echo "fresh-root: needs root (debootstrap, chroot, namespaces)" >&2; return 1; }
+  [[ $release =~ ^[a-z]+$ ]] || { echo "fresh-root: '$release' is not a Debian release name (e.g. bookworm)" >&2; return 2; }
+  quick=$(fresh_quick_start "$repo/README.md")
+  [[ -n $quick ]] || { echo "fresh-root: README.md has no code block under '## Quick start'" >&2; return 1; }
+
+  fail_step "fresh-root: the bare $release base"
+  base=$(fresh_base "$release")
+  fail_step "fresh-root: a new root from $base"
+  work=$(mktemp -d /var/tmp/elastic-fresh.XXXXXX)
+  root=$work/root
+  log=$work/check.log
+  mkdir "$root"
+  tar -C "$root" --numeric-owner -xf "$base"
+  # apt as on a new installation: the release, its updates and its security archive.
+  mirror=$(fresh_mirror)
+  security=${mirror%/debian}/debian-security
+  [[ $security == "$mirror" ]] && security=http://deb.debian.org/debian-security
+  rm -f "$root/etc/apt/sources.list"
+  cat > "$root/etc/apt/sources.list.d/debian.sources" <<SRC
+Types: deb
+URIs: $mirror
+Suites: $release $release-updates
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb
+URIs: $security
+Suites: $release-security
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SRC
+  cp /etc/resolv.conf "$root/etc/resolv.conf"
+  printf '127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n' > "$root/etc/hosts"
+  # The project, as a clone would bring it: HEAD only, nothing uncommitted, no build trees.
+  install -d -m 755 "$root/root/elastic-slurm"
+  git -C "$repo" archive --format=tar HEAD | tar -C "$root/root/elastic-slurm" -xf -
+  fresh_say "root $root ($release, from $base); source: $(git -C "$repo" rev-parse --short HEAD)"
+  fresh_say "inside: the README's quick start:"
+  sed 's/^/    /' <<<"$quick"
+  fresh_say "then the unit tests: $FRESH_UNIT_TESTS"
+  fresh_say "log: $log (cluster ports from $FRESH_PORT_BASE)"
+
+  # Inside the root: one script, run by bash as PID 1 of a new PID namespace.
+  cat > "$root/root/fresh-check.sh" <<SH
+#!/bin/bash
+set -o pipefail
+cd /root/elastic-slurm
+t0=\$SECONDS
+phase() { printf '\\nfresh-root: == %s (at %d s)\\n' "\$1" "\$((SECONDS - t0))"; }
+phase "quick start (README.md)"
+$(while IFS= read -r line; do printf '%s || { echo "fresh-root: FAILED: the quick start command %q exited with \$?" >&2; exit 1; }\n' "$line" "$line"; done <<<"$quick")
+phase "unit tests"
+$FRESH_UNIT_TESTS || { echo "fresh-root: FAILED: the unit tests (exit \$?)" >&2; exit 1; }
+phase "done"
+SH
+  chmod 755 "$root/root/fresh-check.sh"
+
+  fail_step "fresh-root: the quick start and the unit tests inside the root"
+  status=0
+  timeout --kill-after=30 "$FRESH_TIMEOUT" \
+    unshare --pid --fork --kill-child --mount --propagation private -- /bin/bash -c '
+      set -e
+      root=$1
+      mount -t proc proc "$root/proc"
+      mount -t sysfs sysfs "$root/sys"
+      mount --rbind /dev "$root/dev"
+      mount -t tmpfs -o mode=1777 tmpfs "$root/dev/shm"
+      mount -t tmpfs -o mode=755 tmpfs "$root/run"
+      exec chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb \
+        PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+        ELASTIC_CLUSTER_PORT_BASE="$2" /root/fresh-check.sh' fresh "$root" "$FRESH_PORT_BASE" \
+    > "$log" 2>&1 < /dev/null || status=$?
+  # Show the phases and the outcome; the whole log stays in $work when the check failed.
+  grep -E '^fresh-root: |^(demo|bootstrap|cluster|test): |^==> |tests passed|tests failed' "$log" \
+    | sed 's/^/  | /' || true
+
+  fail_step "fresh-root: cleaning up"
+  local left
+  left=$(fresh_processes_in "$root" | tr '\n' ' ')
+  if [[ -n ${left// /} ]]; then
+    echo "fresh-root: FAILED: processes of the root outlived it: $left" >&2
+    status=1
+  fi
+  if (( status != 0 )); then
+    echo "fresh-root: FAILED (exit $status) after $((SECONDS - t0)) s; the last lines of $log:" >&2
+    tail -n 40 "$log" >&2
+    (( status == 124 )) && echo "fresh-root: it ran past ${FRESH_TIMEOUT} s (ELASTIC_FRESH_TIMEOUT)" >&2
+    echo "fresh-root: the root is kept for a look: $root" >&2
+    return "$status"
+  fi
+  if (( keep_root )); then
+    fresh_say "root kept (--keep-root): $root"
+  elif grep -qF " $root/" /proc/self/mountinfo || grep -qF " $root " /proc/self/mountinfo; then
+    echo "fresh-root: warning: something is still mounted under $root: not deleting it" >&2
+  else
+    rm -rf "$work"
+  fi
+  fresh_say "passed in $((SECONDS - t0)) s ($release)"
+}

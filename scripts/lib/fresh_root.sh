@@ -91,6 +91,8 @@ fresh_check() {
   log=$work/check.log
   mkdir "$root"
   tar -C "$root" --numeric-owner -xf "$base"
+  # / of a Debian system is 755 (the base was made in a private temporary directory).
+  chmod 755 "$root"
   # apt as on a new installation: the release, its updates and its security archive.
   mirror=$(fresh_mirror)
   security=${mirror%/debian}/debian-security
@@ -128,7 +130,7 @@ cd /root/elastic-slurm
 t0=\$SECONDS
 phase() { printf '\\nfresh-root: == %s (at %d s)\\n' "\$1" "\$((SECONDS - t0))"; }
 phase "quick start (README.md)"
-$(while IFS= read -r line; do printf '%s || { echo "fresh-root: FAILED: the quick start command %q exited with \$?" >&2; exit 1; }\n' "$line" "$line"; done <<<"$quick")
+$(while IFS= read -r line; do printf '%s || { echo "fresh-root: FAILED: the quick start command %q exited with status $?" >&2; exit 1; }\n' "$line" "$line"; done <<<"$quick")
 phase "unit tests"
 $FRESH_UNIT_TESTS || { echo "fresh-root: FAILED: the unit tests (exit \$?)" >&2; exit 1; }
 phase "done"
@@ -154,7 +156,7 @@ SH
   grep -E '^fresh-root: |^(demo|bootstrap|cluster|test): |^==> |tests passed|tests failed' "$log" \
     | sed 's/^/  | /' || true
 
-  fail_step "fresh-root: cleaning up"
+  fail_step "fresh-root: the root's processes and mounts after the check"
   local left
   left=$(fresh_processes_in "$root" | tr '\n' ' ')
   if [[ -n ${left// /} ]]; then
@@ -166,6 +168,7 @@ SH
     tail -n 40 "$log" >&2
     (( status == 124 )) && echo "fresh-root: it ran past ${FRESH_TIMEOUT} s (ELASTIC_FRESH_TIMEOUT)" >&2
     echo "fresh-root: the root is kept for a look: $root" >&2
+    fail_step "fresh-root: the check failed (see above)"
     return "$status"
   fi
   if (( keep_root )); then

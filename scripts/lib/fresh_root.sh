@@ -153,7 +153,7 @@ SH
         ELASTIC_CLUSTER_PORT_BASE="$2" /root/fresh-check.sh' fresh "$root" "$FRESH_PORT_BASE" \
     > "$log" 2>&1 < /dev/null || status=$?
   # Show the phases and the outcome; the whole log stays in $work when the check failed.
-  grep -E '^fresh-root: |^(demo|bootstrap|cluster|test): |^==> |tests passed|tests failed' "$log" \
+  grep -E '^fresh-root: |^(demo|bootstrap|cluster|test): |^==> |^E: |tests passed|tests failed' "$log" \
     | sed 's/^/  | /' || true
 
   fail_step "fresh-root: the root's processes and mounts after the check"

@@ -1,6 +1,7 @@
 #include "slurm_adapter.h"
 
 #include <pwd.h>
+#include <strings.h>
 #include <sys/wait.h>
 #include <csignal>
 
@@ -11,6 +12,7 @@
 extern "C" {
 #include <slurm/slurm.h>
 #include <slurm/slurm_errno.h>
+#include <slurm/slurmdb.h>
 }
 
 #include "elastic/common/gres.h"
@@ -229,6 +231,55 @@ Status SlurmAdapter::Requeue(uint32_t job_id) {
                   "cannot requeue job " + std::to_string(job_id) + ": " + slurm_strerror(err));
   }
   return Status::Ok();
+}
+
+Result<uint32_t> SlurmAdapter::SlurmUserId() {
+  Timed t("slurm_load_ctl_conf");
+  slurm_conf_t* conf = nullptr;
+  if (slurm_load_ctl_conf(0, &conf) != SLURM_SUCCESS || conf == nullptr) {
+    return SlurmError("cannot read slurmctld's configuration");
+  }
+  uint32_t uid = conf->slurm_user_id;
+  slurm_free_ctl_conf(conf);
+  return uid;
+}
+
+Result<AdminLevel> SlurmAdapter::AdminLevelOf(const std::string& user) {
+  Timed t("slurmdb_users_get");
+  // The list types are `List` in Slurm 22.05 and `list_t *` in 24.11, both `struct xlist *`;
+  // nothing below names either. The query lists are ours (no destructor): the name stays owned
+  // by `user`; the answer's list frees its records itself.
+  uint16_t flags = 0;
+  void* conn = slurmdb_connection_get(&flags);
+  if (conn == nullptr) return SlurmError("cannot connect to slurmdbd");
+  slurmdb_assoc_cond_t assoc_cond;
+  std::memset(&assoc_cond, 0, sizeof assoc_cond);
+  slurmdb_user_cond_t user_cond;
+  std::memset(&user_cond, 0, sizeof user_cond);
+  assoc_cond.user_list = slurm_list_create(nullptr);
+  slurm_list_append(assoc_cond.user_list, const_cast<char*>(user.c_str()));
+  user_cond.assoc_cond = &assoc_cond;
+  auto* users = slurmdb_users_get(conn, &user_cond);
+  const int err = slurm_get_errno();
+  slurm_list_destroy(assoc_cond.user_list);
+  slurmdb_connection_close(&conn);
+  if (users == nullptr) {
+    return Status(ErrorKind::kUnavailable,
+                  "cannot read user '" + user + "' from slurmdbd: " + (err != 0 ? slurm_strerror(err) : "no answer"));
+  }
+  AdminLevel level = AdminLevel::kNone;
+  auto* it = slurm_list_iterator_create(users);
+  while (auto* rec = static_cast<slurmdb_user_rec_t*>(slurm_list_next(it))) {
+    if (rec->name == nullptr || strcasecmp(rec->name, user.c_str()) != 0) continue;  // slurmdbd may lowercase names
+    if (rec->admin_level == SLURMDB_ADMIN_SUPER_USER) {
+      level = AdminLevel::kAdministrator;
+    } else if (rec->admin_level == SLURMDB_ADMIN_OPERATOR) {
+      level = AdminLevel::kOperator;
+    }
+  }
+  slurm_list_iterator_destroy(it);
+  slurm_list_destroy(users);
+  return level;
 }
 
 }  // namespace elastic::controller

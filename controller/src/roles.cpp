@@ -82,7 +82,7 @@ RoleCheck DecideRole(uid_t uid, const std::optional<std::string>& name, const Re
     c.basis = "SlurmUser";
     return c;
   }
-  if (!slurm_user.ok()) AddUnknown(c.unknown, "cannot read SlurmUser from slurmctld: " + slurm_user.status().message());
+  if (!slurm_user.ok()) AddUnknown(c.unknown, "cannot read SlurmUser: " + slurm_user.status().message());
   if (!name) {
     // No user name: slurmdbd cannot know it either (its records are by name).
     c.who += " (no user name)";
@@ -95,7 +95,7 @@ RoleCheck DecideRole(uid_t uid, const std::optional<std::string>& name, const Re
     return c;
   }
   if (!level->ok()) {
-    AddUnknown(c.unknown, "cannot read its AdminLevel from slurmdbd: " + level->status().message());
+    AddUnknown(c.unknown, "cannot read its AdminLevel: " + level->status().message());
     c.basis = "AdminLevel unknown";
     return c;
   }
@@ -111,7 +111,7 @@ Roles::Roles(RoleSources sources, double cache_s, Clock clock)
 Result<uint32_t> Roles::SlurmUser() {
   const double now = clock_();
   if (slurm_user_ && now < slurm_user_expires_) return *slurm_user_;
-  if (!sources_.slurm_user) return Status(ErrorKind::kUnavailable, "no connection to Slurm");
+  if (!sources_.slurm_user) return Status(ErrorKind::kUnavailable, "no connection to slurmctld");
   Result<uint32_t> r = sources_.slurm_user();
   if (r.ok()) {
     slurm_user_ = r.value();

@@ -237,7 +237,7 @@ Result<uint32_t> SlurmAdapter::SlurmUserId() {
   Timed t("slurm_load_ctl_conf");
   slurm_conf_t* conf = nullptr;
   if (slurm_load_ctl_conf(0, &conf) != SLURM_SUCCESS || conf == nullptr) {
-    return SlurmError("cannot read slurmctld's configuration");
+    return SlurmError("slurmctld did not answer");
   }
   uint32_t uid = conf->slurm_user_id;
   slurm_free_ctl_conf(conf);
@@ -251,7 +251,7 @@ Result<AdminLevel> SlurmAdapter::AdminLevelOf(const std::string& user) {
   // by `user`; the answer's list frees its records itself.
   uint16_t flags = 0;
   void* conn = slurmdb_connection_get(&flags);
-  if (conn == nullptr) return SlurmError("cannot connect to slurmdbd");
+  if (conn == nullptr) return SlurmError("slurmdbd did not answer");
   slurmdb_assoc_cond_t assoc_cond;
   std::memset(&assoc_cond, 0, sizeof assoc_cond);
   slurmdb_user_cond_t user_cond;
@@ -265,7 +265,7 @@ Result<AdminLevel> SlurmAdapter::AdminLevelOf(const std::string& user) {
   slurmdb_connection_close(&conn);
   if (users == nullptr) {
     return Status(ErrorKind::kUnavailable,
-                  "cannot read user '" + user + "' from slurmdbd: " + (err != 0 ? slurm_strerror(err) : "no answer"));
+                  std::string("slurmdbd did not answer: ") + (err != 0 ? slurm_strerror(err) : "no reply"));
   }
   AdminLevel level = AdminLevel::kNone;
   auto* it = slurm_list_iterator_create(users);

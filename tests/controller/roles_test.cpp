@@ -16,7 +16,7 @@ namespace elastic::controller {
 namespace {
 
 constexpr uint32_t kSlurmUser = 64030;
-const Status kDbdDown(ErrorKind::kUnavailable, "Connection refused");
+const Status kDbdDown(ErrorKind::kUnavailable, "slurmdbd did not answer: Connection refused");
 
 // A real account with a user name other than root: "nobody" exists on every Debian system.
 uid_t NobodyUid() {
@@ -130,7 +130,7 @@ TEST(RolesTest, RefusalsNameTheRoleNeeded) {
   EXPECT_EQ(Refusal(roles, nobody, Role::kOperator, "set_policy"),
             "set_policy needs a Slurm operator or administrator (AdminLevel=Operator or Administrator in sacctmgr), "
             "root or SlurmUser; cannot tell whether " + who +
-                " is one (cannot read its AdminLevel from slurmdbd: " + kDbdDown.message() + ")");
+                " is one (cannot read its AdminLevel: " + kDbdDown.message() + ")");
 
   const uid_t nameless = NamelessUid();
   EXPECT_EQ(Refusal(roles, nameless, Role::kOperator, "snapshot"),
@@ -206,8 +206,8 @@ TEST(RolesTest, AdministrativeMessagesNeedAnOperator) {
               std::string(type) +
                   " needs a Slurm operator or administrator (AdminLevel=Operator or Administrator in sacctmgr), root "
                   "or SlurmUser; cannot tell whether user 'nobody' (uid " + std::to_string(nobody) +
-                  ") is one (cannot read SlurmUser from slurmctld: no connection to Slurm; cannot read its "
-                  "AdminLevel from slurmdbd: no connection to slurmdbd)");
+                  ") is one (cannot read SlurmUser: no connection to slurmctld; cannot read its AdminLevel: no "
+                  "connection to slurmdbd)");
   }
   nlohmann::json reply = ctl.Handle(0, {{"v", 1}, {"type", "set_policy"}, {"id", 8}, {"policy", "greedy"}});
   EXPECT_TRUE(reply["ok"].get<bool>()) << reply;

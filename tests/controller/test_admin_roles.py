@@ -13,8 +13,9 @@ import sqlite3
 import time
 import unittest
 
-from clustertest import CLUSTER_DIR, JOB_USER, PORT_BASE, SLURM_CONF, ClusterTestCase, job_state, job_workdir, run, sbatch
-from elasticd_fixture import Elasticd
+from clustertest import (CLUSTER_DIR, JOB_USER, PORT_BASE, SLURM_CONF, ClusterTestCase, job_state, job_workdir, read, run,
+                         sbatch)
+from elasticd_fixture import MUNGE_SOCKET, Elasticd
 
 OTHER_USER = os.environ.get("ELASTIC_OTHER_USER", "elastic2")
 CTL = os.path.join(CLUSTER_DIR, "bin", "elasticctl")  # readable by the job users
@@ -42,7 +43,8 @@ def set_admin_level(user, level):
 
 
 def ctl(*args, user=None, controller=None):
-    extra = ["--controller", controller] if controller else []
+    # --controller skips plugstack.conf, where the munge socket would come from as well.
+    extra = ["--controller", controller, "--munge-socket", MUNGE_SOCKET] if controller else []
     return run([CTL, *extra, *args], user=user, check=False)
 
 
@@ -174,7 +176,7 @@ class AdminRolesTest(ClusterTestCase):
         refused (never granted), with a message that says slurmdbd could not be read; root still
         administers."""
         self.grant(OTHER_USER, "Operator")
-        conf = open(SLURM_CONF).read()
+        conf = read(SLURM_CONF)
         self.assertRegex(conf, r"(?m)^AccountingStoragePort=\d+$")
         d = Elasticd("roles-nodbd", epoch=3600)
         dead_port = int(PORT_BASE) + 8  # nothing of the test cluster listens there
@@ -182,8 +184,7 @@ class AdminRolesTest(ClusterTestCase):
         with open(broken, "w") as f:
             f.write(re.sub(r"(?m)^AccountingStoragePort=\d+$", f"AccountingStoragePort={dead_port}", conf))
         address = f"127.0.0.1:{int(PORT_BASE) + 9}"
-        with open(d.conf) as f:
-            text = f.read()
+        text = read(d.conf)
         with open(d.conf, "w") as f:
             f.write(re.sub(r"(?m)^listen = .*$", f"listen = {address}",
                            re.sub(r"(?m)^conf = .*$", f"conf = {broken}", text)))
@@ -199,9 +200,9 @@ class AdminRolesTest(ClusterTestCase):
                     self.assertRegex(
                         proc.stderr.strip(),
                         rf"^elasticctl: {message_type} {re.escape(NEEDS_OPERATOR)}; cannot tell whether user "
-                        rf"'{OTHER_USER}' \(uid {uid(OTHER_USER)}\) is one \(cannot read its AdminLevel from "
-                        r"slurmdbd: .+\)$")
-            self.assertIn("cannot read its AdminLevel from slurmdbd", d.read_log())
+                        rf"'{OTHER_USER}' \(uid {uid(OTHER_USER)}\) is one \(cannot read its AdminLevel: "
+                        r"slurmdbd did not answer: .+\)$")
+            self.assertIn("cannot read its AdminLevel: slurmdbd did not answer", d.read_log())
             proc = ctl("set-policy", "greedy", controller=address)  # root
             self.assertEqual(proc.returncode, 0, proc.stderr)
         finally:

@@ -154,10 +154,7 @@ Controller::Controller(ControllerConfig config, std::unique_ptr<Database> db, st
     : config_(std::move(config)),
       db_(std::move(db)),
       slurm_(std::move(slurm)),
-      roles_(slurm_ ? RoleSources{[s = slurm_.get()] { return s->SlurmUserId(); },
-                                  [s = slurm_.get()](const std::string& user) { return s->AdminLevelOf(user); }}
-                    : RoleSources{},
-             config_.admin_cache_s) {
+      roles_(SlurmRoleSources(slurm_.get()), config_.admin_cache_s) {
   paused_all_ = config_.paused;
   LoadState();
 }

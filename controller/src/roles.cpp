@@ -68,6 +68,11 @@ std::optional<std::string> UserName(uid_t uid) {
   }
 }
 
+RoleSources SlurmRoleSources(SlurmAdapter* slurm) {
+  if (slurm == nullptr) return {};
+  return {[slurm] { return slurm->SlurmUserId(); }, [slurm](const std::string& user) { return slurm->AdminLevelOf(user); }};
+}
+
 RoleCheck DecideRole(uid_t uid, const std::optional<std::string>& name, const Result<uint32_t>& slurm_user,
                      const std::optional<Result<AdminLevel>>& level) {
   RoleCheck c;

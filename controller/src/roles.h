@@ -38,6 +38,10 @@ struct RoleSources {
   std::function<Result<AdminLevel>(const std::string& user)> admin_level;  // slurmdbd's AdminLevel
 };
 
+// The facts as elasticd's SlurmAdapter reads them (slurmctld, slurmdbd); `slurm` must outlive the
+// sources. nullptr: no sources (tests without Slurm): only root is then an administrator.
+RoleSources SlurmRoleSources(SlurmAdapter* slurm);
+
 // The outcome of one decision.
 struct RoleCheck {
   Role role = Role::kUser;

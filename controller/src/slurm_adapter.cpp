@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <csignal>
 
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <tuple>
@@ -37,8 +38,18 @@ class Timed {
   std::chrono::steady_clock::time_point t0_;
 };
 
+// The error of the last failed libslurm call: slurm_get_errno() until Slurm 24.05; Slurm 24.11
+// removed it, and its calls set errno.
+int SlurmErrno() {
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(24, 11, 0)
+  return errno;
+#else
+  return slurm_get_errno();
+#endif
+}
+
 Status SlurmError(const std::string& what) {
-  int err = slurm_get_errno();
+  int err = SlurmErrno();
   return Status(ErrorKind::kUnavailable, what + ": " + slurm_strerror(err));
 }
 
@@ -137,7 +148,7 @@ Result<JobInfo> SlurmAdapter::LoadJob(uint32_t job_id) {
   Timed t("slurm_load_job");
   job_info_msg_t* msg = nullptr;
   if (slurm_load_job(&msg, job_id, SHOW_DETAIL) != SLURM_SUCCESS) {
-    if (slurm_get_errno() == ESLURM_INVALID_JOB_ID) {
+    if (SlurmErrno() == ESLURM_INVALID_JOB_ID) {
       return Status(ErrorKind::kNotFound, "job " + std::to_string(job_id) + " is unknown to slurmctld");
     }
     return SlurmError("cannot load job " + std::to_string(job_id));
@@ -207,7 +218,7 @@ Status SlurmAdapter::Release(uint32_t job_id) {
 Status SlurmAdapter::Cancel(uint32_t job_id) {
   Timed t("slurm_kill_job");
   if (slurm_kill_job(job_id, SIGKILL, 0) != SLURM_SUCCESS) {
-    int err = slurm_get_errno();
+    int err = SlurmErrno();
     if (err == ESLURM_ALREADY_DONE || err == ESLURM_INVALID_JOB_ID) return Status::Ok();
     return SlurmError("cannot cancel job " + std::to_string(job_id));
   }
@@ -217,7 +228,7 @@ Status SlurmAdapter::Cancel(uint32_t job_id) {
 Status SlurmAdapter::Requeue(uint32_t job_id) {
   Timed t("slurm_requeue");
   if (slurm_requeue(job_id, 0) != SLURM_SUCCESS) {
-    const int err = slurm_get_errno();
+    const int err = SlurmErrno();
     if (err == ESLURM_TRANSITION_STATE_NO_UPDATE || err == ESLURM_JOB_PENDING) {
       return Status(ErrorKind::kUnavailable, "job " + std::to_string(job_id) + " is still completing");
     }
@@ -260,7 +271,7 @@ Result<AdminLevel> SlurmAdapter::AdminLevelOf(const std::string& user) {
   slurm_list_append(assoc_cond.user_list, const_cast<char*>(user.c_str()));
   user_cond.assoc_cond = &assoc_cond;
   auto* users = slurmdb_users_get(conn, &user_cond);
-  const int err = slurm_get_errno();
+  const int err = SlurmErrno();
   slurm_list_destroy(assoc_cond.user_list);
   slurmdb_connection_close(&conn);
   if (users == nullptr) {

@@ -60,6 +60,9 @@ std::vector<config::KeySpec> Table(ControllerConfig& c) {
          c.log_file = v;
          return Status::Ok();
        }},
+      {"controller.admin_cache",
+       "seconds a user's role (AdminLevel from slurmdbd, SlurmUser) is reused, 0-3600 (default 60; 0: ask every time)",
+       [&](std::string_view v) { return Seconds(v, "controller.admin_cache", 0, 3600, c.admin_cache_s); }},
       {"scheduler.epoch", "seconds between scheduling epochs, 1-3600 (default 60)",
        [&](std::string_view v) { return Seconds(v, "scheduler.epoch", 1, 3600, c.epoch_s); }},
       {"scheduler.policy", "optimizer policy: dp, greedy, evolutionary, pollux, optimus or static",

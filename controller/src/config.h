@@ -22,6 +22,7 @@ struct ControllerConfig {
   std::string state_db = "/var/lib/elasticd/state.db";
   std::string log_level = "info";
   std::string log_file;  // empty: standard error
+  double admin_cache_s = 60;  // how long a user's role (SlurmUser, AdminLevel) is reused
   // [scheduler]
   double epoch_s = 60.0;
   std::string policy = "dp";

@@ -20,6 +20,7 @@
 
 #include "config.h"
 #include "db.h"
+#include "roles.h"
 #include "elastic/optimizer/goodput.h"
 #include "elastic/optimizer/model.h"
 #include "slurm_adapter.h"
@@ -138,9 +139,11 @@ class Controller {
   Json OnSetPolicy(uid_t uid, const Json& msg);
   Json OnSnapshot(uid_t uid, const Json& msg);
 
-  // The registered job `msg.job` if `uid` may act on it (owner, root); throws elastic::Error.
+  // The registered job `msg.job`; throws elastic::Error(kNotFound) when there is none.
+  ElasticJob& FindJob(const Json& msg);
+  // The registered job `msg.job` if `uid` may speak for it (owner, root, SlurmUser); throws
+  // elastic::Error.
   ElasticJob& OwnedJob(uid_t uid, const Json& msg);
-  bool Privileged(uid_t uid) const;
 
   void SaveJob(const ElasticJob& job);
   void SaveExtension(Extension& ext);
@@ -164,6 +167,7 @@ class Controller {
   ControllerConfig config_;
   std::unique_ptr<Database> db_;
   std::unique_ptr<SlurmAdapter> slurm_;
+  Roles roles_;                                  // who administers elasticd (roles.h)
   std::map<uint32_t, ElasticJob> jobs_;          // running elastic jobs (ended ones stay in the DB)
   std::map<int64_t, Extension> extensions_;      // every non-final extension
   std::set<uint32_t> restarts_;                  // ended jobs to requeue (state 'restart' in the DB)

@@ -38,6 +38,8 @@ void Usage(std::FILE* out) {
                "  set-policy NAME      switch the optimizer's policy (administrators)\n"
                "  snapshot             print elasticd's view of Slurm and its registry as JSON, for\n"
                "                       `elasticd-bench replay` (administrators)\n\n"
+               "Administrators: root, SlurmUser, and users whose Slurm AdminLevel is Operator or Administrator\n"
+               "(sacctmgr modify user NAME set adminlevel=Operator).\n"
                "The controller's address comes from the elastic.so line of plugstack.conf (found through\n"
                "slurm.conf, honouring SLURM_CONF), unless --controller is given.\n"
                "Exit codes: 0 ok, 1 failure, 2 usage, 3 controller unreachable, 4 refused by the controller.\n");

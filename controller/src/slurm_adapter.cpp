@@ -1,9 +1,11 @@
 #include "slurm_adapter.h"
 
 #include <pwd.h>
+#include <strings.h>
 #include <sys/wait.h>
 #include <csignal>
 
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <tuple>
@@ -11,6 +13,7 @@
 extern "C" {
 #include <slurm/slurm.h>
 #include <slurm/slurm_errno.h>
+#include <slurm/slurmdb.h>
 }
 
 #include "elastic/common/gres.h"
@@ -35,8 +38,18 @@ class Timed {
   std::chrono::steady_clock::time_point t0_;
 };
 
+// The error of the last failed libslurm call: slurm_get_errno() until Slurm 24.05; Slurm 24.11
+// removed it, and its calls set errno.
+int SlurmErrno() {
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(24, 11, 0)
+  return errno;
+#else
+  return slurm_get_errno();
+#endif
+}
+
 Status SlurmError(const std::string& what) {
-  int err = slurm_get_errno();
+  int err = SlurmErrno();
   return Status(ErrorKind::kUnavailable, what + ": " + slurm_strerror(err));
 }
 
@@ -135,7 +148,7 @@ Result<JobInfo> SlurmAdapter::LoadJob(uint32_t job_id) {
   Timed t("slurm_load_job");
   job_info_msg_t* msg = nullptr;
   if (slurm_load_job(&msg, job_id, SHOW_DETAIL) != SLURM_SUCCESS) {
-    if (slurm_get_errno() == ESLURM_INVALID_JOB_ID) {
+    if (SlurmErrno() == ESLURM_INVALID_JOB_ID) {
       return Status(ErrorKind::kNotFound, "job " + std::to_string(job_id) + " is unknown to slurmctld");
     }
     return SlurmError("cannot load job " + std::to_string(job_id));
@@ -205,7 +218,7 @@ Status SlurmAdapter::Release(uint32_t job_id) {
 Status SlurmAdapter::Cancel(uint32_t job_id) {
   Timed t("slurm_kill_job");
   if (slurm_kill_job(job_id, SIGKILL, 0) != SLURM_SUCCESS) {
-    int err = slurm_get_errno();
+    int err = SlurmErrno();
     if (err == ESLURM_ALREADY_DONE || err == ESLURM_INVALID_JOB_ID) return Status::Ok();
     return SlurmError("cannot cancel job " + std::to_string(job_id));
   }
@@ -215,7 +228,7 @@ Status SlurmAdapter::Cancel(uint32_t job_id) {
 Status SlurmAdapter::Requeue(uint32_t job_id) {
   Timed t("slurm_requeue");
   if (slurm_requeue(job_id, 0) != SLURM_SUCCESS) {
-    const int err = slurm_get_errno();
+    const int err = SlurmErrno();
     if (err == ESLURM_TRANSITION_STATE_NO_UPDATE || err == ESLURM_JOB_PENDING) {
       return Status(ErrorKind::kUnavailable, "job " + std::to_string(job_id) + " is still completing");
     }
@@ -229,6 +242,55 @@ Status SlurmAdapter::Requeue(uint32_t job_id) {
                   "cannot requeue job " + std::to_string(job_id) + ": " + slurm_strerror(err));
   }
   return Status::Ok();
+}
+
+Result<uint32_t> SlurmAdapter::SlurmUserId() {
+  Timed t("slurm_load_ctl_conf");
+  slurm_conf_t* conf = nullptr;
+  if (slurm_load_ctl_conf(0, &conf) != SLURM_SUCCESS || conf == nullptr) {
+    return SlurmError("slurmctld did not answer");
+  }
+  uint32_t uid = conf->slurm_user_id;
+  slurm_free_ctl_conf(conf);
+  return uid;
+}
+
+Result<AdminLevel> SlurmAdapter::AdminLevelOf(const std::string& user) {
+  Timed t("slurmdb_users_get");
+  // The list types are `List` in Slurm 22.05 and `list_t *` in 24.11, both `struct xlist *`;
+  // nothing below names either. The query lists are ours (no destructor): the name stays owned
+  // by `user`; the answer's list frees its records itself.
+  uint16_t flags = 0;
+  void* conn = slurmdb_connection_get(&flags);
+  if (conn == nullptr) return SlurmError("slurmdbd did not answer");
+  slurmdb_assoc_cond_t assoc_cond;
+  std::memset(&assoc_cond, 0, sizeof assoc_cond);
+  slurmdb_user_cond_t user_cond;
+  std::memset(&user_cond, 0, sizeof user_cond);
+  assoc_cond.user_list = slurm_list_create(nullptr);
+  slurm_list_append(assoc_cond.user_list, const_cast<char*>(user.c_str()));
+  user_cond.assoc_cond = &assoc_cond;
+  auto* users = slurmdb_users_get(conn, &user_cond);
+  const int err = SlurmErrno();
+  slurm_list_destroy(assoc_cond.user_list);
+  slurmdb_connection_close(&conn);
+  if (users == nullptr) {
+    return Status(ErrorKind::kUnavailable,
+                  std::string("slurmdbd did not answer: ") + (err != 0 ? slurm_strerror(err) : "no reply"));
+  }
+  AdminLevel level = AdminLevel::kNone;
+  auto* it = slurm_list_iterator_create(users);
+  while (auto* rec = static_cast<slurmdb_user_rec_t*>(slurm_list_next(it))) {
+    if (rec->name == nullptr || strcasecmp(rec->name, user.c_str()) != 0) continue;  // slurmdbd may lowercase names
+    if (rec->admin_level == SLURMDB_ADMIN_SUPER_USER) {
+      level = AdminLevel::kAdministrator;
+    } else if (rec->admin_level == SLURMDB_ADMIN_OPERATOR) {
+      level = AdminLevel::kOperator;
+    }
+  }
+  slurm_list_iterator_destroy(it);
+  slurm_list_destroy(users);
+  return level;
 }
 
 }  // namespace elastic::controller

@@ -1,6 +1,7 @@
 // The controller's view of Slurm, through libslurm: nodes with their GPUs, jobs with their
-// requests, and the few actions elasticd takes (submit, link and release an extension job,
-// cancel a job). Every call is timed and logged at debug level.
+// requests, who administers Slurm (SlurmUser, AdminLevel in slurmdbd), and the few actions
+// elasticd takes (submit, link and release an extension job, cancel a job). Every call is timed
+// and logged at debug level. Differences between Slurm releases stay in this adapter.
 #pragma once
 
 #include <sys/types.h>
@@ -56,6 +57,10 @@ struct JobInfo {
   int restarts = 0;        // times Slurm has requeued the job (SLURM_RESTART_COUNT)
 };
 
+// A user's AdminLevel in Slurm's accounting (sacctmgr's adminlevel): None, Operator or
+// Administrator. A user slurmdbd has no record of is None.
+enum class AdminLevel { kNone, kOperator, kAdministrator };
+
 struct ExtensionSubmission {
   std::string name;
   uint32_t user_id = 0;
@@ -93,6 +98,15 @@ class SlurmAdapter {
   // start on the same node fails with "Job credential revoked". kUnavailable while the job is
   // still completing: try again later.
   Status Requeue(uint32_t job_id);
+
+  // The uid of SlurmUser, as slurmctld reports it (slurm_load_ctl_conf). kUnavailable when
+  // slurmctld cannot be reached.
+  Result<uint32_t> SlurmUserId();
+  // The AdminLevel that slurmdbd records for `user` (slurmdb_users_get over a connection opened
+  // and closed for this call); kNone when slurmdbd has no such user, kUnavailable when slurmdbd
+  // cannot be reached or refuses the query. Blocks up to Slurm's MessageTimeout + 35 s when
+  // slurmdbd accepts but does not answer.
+  Result<AdminLevel> AdminLevelOf(const std::string& user);
 };
 
 // The GPU parsers of Slurm's text forms (common/include/elastic/common/gres.h).

@@ -117,7 +117,7 @@ class ControllerTest(ClusterTestCase):
             self.assertTrue(paused)
             proc = ctl("pause-all", user=JOB_USER)
             self.assertEqual(proc.returncode, 4)
-            self.assertIn("administrators", proc.stderr)
+            self.assertIn("pause_all needs a Slurm operator or administrator", proc.stderr)
         finally:
             run(["scancel", str(job)])
 

@@ -1,0 +1,169 @@
+#include "roles.h"
+
+#include <pwd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <vector>
+
+#include "elastic/common/log.h"
+
+namespace elastic::controller {
+namespace {
+
+constexpr const char* kComponent = "roles";
+constexpr size_t kMaxCachedUids = 1024;  // expired entries are dropped beyond this
+
+double SteadySeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::string LevelName(AdminLevel level) {
+  switch (level) {
+    case AdminLevel::kOperator: return "Operator";
+    case AdminLevel::kAdministrator: return "Administrator";
+    case AdminLevel::kNone: break;
+  }
+  return "None";
+}
+
+void AddUnknown(std::string& unknown, const std::string& what) { unknown += (unknown.empty() ? "" : "; ") + what; }
+
+}  // namespace
+
+std::string_view RoleName(Role role) {
+  switch (role) {
+    case Role::kAdministrator: return "an administrator";
+    case Role::kOperator: return "an operator";
+    case Role::kUser: break;
+  }
+  return "a plain user";
+}
+
+std::string NeededText(Role needed) {
+  switch (needed) {
+    case Role::kAdministrator:
+      return "a Slurm administrator (AdminLevel=Administrator in sacctmgr), root or SlurmUser";
+    case Role::kOperator:
+      return "a Slurm operator or administrator (AdminLevel=Operator or Administrator in sacctmgr), root or SlurmUser";
+    case Role::kUser: break;
+  }
+  return "any user";
+}
+
+std::optional<std::string> UserName(uid_t uid) {
+  std::vector<char> buf(4096);
+  for (;;) {
+    passwd pw{};
+    passwd* found = nullptr;
+    int rc = getpwuid_r(uid, &pw, buf.data(), buf.size(), &found);
+    if (rc == ERANGE && buf.size() < (1u << 20)) {
+      buf.resize(buf.size() * 2);
+      continue;
+    }
+    if (rc == EINTR) continue;
+    if (rc != 0 || found == nullptr || pw.pw_name == nullptr) return std::nullopt;
+    return std::string(pw.pw_name);
+  }
+}
+
+RoleSources SlurmRoleSources(SlurmAdapter* slurm) {
+  if (slurm == nullptr) return {};
+  return {[slurm] { return slurm->SlurmUserId(); }, [slurm](const std::string& user) { return slurm->AdminLevelOf(user); }};
+}
+
+RoleCheck DecideRole(uid_t uid, const std::optional<std::string>& name, const Result<uint32_t>& slurm_user,
+                     const std::optional<Result<AdminLevel>>& level) {
+  RoleCheck c;
+  c.who = name ? "user '" + *name + "' (uid " + std::to_string(uid) + ")" : "uid " + std::to_string(uid);
+  if (uid == 0) {
+    c.role = Role::kAdministrator;
+    c.basis = "root";
+    return c;
+  }
+  if (slurm_user.ok() && slurm_user.value() == uid) {
+    c.role = Role::kAdministrator;
+    c.basis = "SlurmUser";
+    return c;
+  }
+  if (!slurm_user.ok()) AddUnknown(c.unknown, "cannot read SlurmUser: " + slurm_user.status().message());
+  if (!name) {
+    // No user name: slurmdbd cannot know it either (its records are by name).
+    c.who += " (no user name)";
+    c.basis = "no user name";
+    return c;
+  }
+  if (!level.has_value()) {
+    AddUnknown(c.unknown, "its AdminLevel was not looked up");
+    c.basis = "AdminLevel unknown";
+    return c;
+  }
+  if (!level->ok()) {
+    AddUnknown(c.unknown, "cannot read its AdminLevel: " + level->status().message());
+    c.basis = "AdminLevel unknown";
+    return c;
+  }
+  const AdminLevel l = level->value();
+  c.role = l == AdminLevel::kAdministrator ? Role::kAdministrator : l == AdminLevel::kOperator ? Role::kOperator : Role::kUser;
+  c.basis = "AdminLevel=" + LevelName(l);
+  return c;
+}
+
+Roles::Roles(RoleSources sources, double cache_s, Clock clock)
+    : sources_(std::move(sources)), cache_s_(cache_s), clock_(clock ? std::move(clock) : Clock(SteadySeconds)) {}
+
+Result<uint32_t> Roles::SlurmUser() {
+  const double now = clock_();
+  if (slurm_user_ && now < slurm_user_expires_) return *slurm_user_;
+  if (!sources_.slurm_user) return Status(ErrorKind::kUnavailable, "no connection to slurmctld");
+  Result<uint32_t> r = sources_.slurm_user();
+  if (r.ok()) {
+    slurm_user_ = r.value();
+    slurm_user_expires_ = now + cache_s_;
+  }
+  return r;
+}
+
+bool Roles::IsRootOrSlurmUser(uid_t uid) {
+  if (uid == 0) return true;
+  Result<uint32_t> su = SlurmUser();
+  return su.ok() && su.value() == uid;
+}
+
+RoleCheck Roles::Check(uid_t uid) {
+  if (uid == 0) return DecideRole(uid, "root", Result<uint32_t>(0u), std::nullopt);
+  const double now = clock_();
+  if (auto it = cache_.find(uid); it != cache_.end() && now < it->second.expires) return it->second.check;
+
+  Result<uint32_t> slurm_user = SlurmUser();
+  std::optional<std::string> name = UserName(uid);
+  std::optional<Result<AdminLevel>> level;
+  const bool is_slurm_user = slurm_user.ok() && slurm_user.value() == uid;
+  if (!is_slurm_user && name) {
+    level = sources_.admin_level ? sources_.admin_level(*name)
+                                 : Result<AdminLevel>(Status(ErrorKind::kUnavailable, "no connection to slurmdbd"));
+  }
+  RoleCheck c = DecideRole(uid, name, slurm_user, level);
+  if (!c.unknown.empty()) Log(LogLevel::kWarning, kComponent, "role of ", c.who, ": ", c.unknown);
+  Log(LogLevel::kDebug, kComponent, c.who, " is ", RoleName(c.role), " (", c.basis, ")");
+
+  if (cache_.size() >= kMaxCachedUids) std::erase_if(cache_, [&](const auto& kv) { return kv.second.expires <= now; });
+  const double ttl = c.unknown.empty() ? cache_s_ : std::min(cache_s_, kRetryS);
+  if (ttl > 0 && cache_.size() < kMaxCachedUids) cache_[uid] = Entry{c, now + ttl};
+  return c;
+}
+
+RoleCheck Roles::Require(uid_t uid, Role needed, std::string_view action) {
+  RoleCheck c = Check(uid);
+  if (c.role >= needed) return c;
+  std::string message = std::string(action) + " needs " + NeededText(needed) + "; ";
+  if (c.unknown.empty()) {
+    message += c.who + " is " + std::string(RoleName(c.role));
+  } else {
+    message += "cannot tell whether " + c.who + " is one (" + c.unknown + ")";
+  }
+  throw Error(ErrorKind::kPermission, message);
+}
+
+}  // namespace elastic::controller

@@ -1,0 +1,100 @@
+// Who may administer elasticd, decided in one place and the way slurmctld decides it: root and
+// the SlurmUser are administrators; any other user has the AdminLevel that slurmdbd records for
+// them (`sacctmgr modify user NAME set adminlevel=Operator`). Handlers state the role they need
+// and call Roles::Require, whose refusal names that role.
+//
+// The facts come from Slurm through RoleSources (the SlurmAdapter in elasticd) and are cached per
+// uid for `cache_s` seconds, so that a burst of requests asks slurmdbd once. A source that cannot
+// be read never grants anything: the request is refused, and the refusal says what could not be
+// read. Single-threaded, like the controller.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "elastic/common/error.h"
+#include "slurm_adapter.h"
+
+namespace elastic::controller {
+
+// Ordered: a role includes the ones below it.
+enum class Role { kUser, kOperator, kAdministrator };
+
+// "a plain user", "an operator", "an administrator".
+std::string_view RoleName(Role role);
+// Who holds `needed`, for refusals: "a Slurm operator or administrator (AdminLevel=Operator or
+// Administrator in sacctmgr), root or SlurmUser".
+std::string NeededText(Role needed);
+
+// The facts the decision needs. Each returns kUnavailable (or another error) when it cannot tell.
+struct RoleSources {
+  std::function<Result<uint32_t>()> slurm_user;                            // SlurmUser's uid
+  std::function<Result<AdminLevel>(const std::string& user)> admin_level;  // slurmdbd's AdminLevel
+};
+
+// The facts as elasticd's SlurmAdapter reads them (slurmctld, slurmdbd); `slurm` must outlive the
+// sources. nullptr: no sources (tests without Slurm): only root is then an administrator.
+RoleSources SlurmRoleSources(SlurmAdapter* slurm);
+
+// The outcome of one decision.
+struct RoleCheck {
+  Role role = Role::kUser;
+  std::string who;      // "user 'elastic' (uid 1001)", or "uid 4242" without a user name
+  std::string basis;    // why: "root", "SlurmUser", "AdminLevel=Operator", "no user name", ...
+  std::string unknown;  // not empty: a fact could not be read, so the role may be higher than `role`
+};
+
+// The decision itself, without caching or lookups: root and SlurmUser are administrators,
+// everyone else has their AdminLevel. `slurm_user` and `level` are the facts as far as known
+// (an error: not known). Exposed for tests.
+RoleCheck DecideRole(uid_t uid, const std::optional<std::string>& name, const Result<uint32_t>& slurm_user,
+                     const std::optional<Result<AdminLevel>>& level);
+
+class Roles {
+ public:
+  using Clock = std::function<double()>;  // seconds, monotonic
+
+  // `cache_s`: how long an answer about a uid is reused (0: never). A failed lookup is retried
+  // after at most kRetryS.
+  Roles(RoleSources sources, double cache_s, Clock clock = {});
+
+  void SetCacheSeconds(double cache_s) { cache_s_ = cache_s; }
+
+  // The role of `uid`. Looks up only what it needs: nothing for root, SlurmUser for others, and
+  // slurmdbd only when the uid is not the SlurmUser. Never throws.
+  RoleCheck Check(uid_t uid);
+
+  // Returns the check when `uid` holds `needed`; otherwise throws elastic::Error(kPermission)
+  // with "<action> needs <NeededText>; <who> is <role>" (or what could not be read).
+  RoleCheck Require(uid_t uid, Role needed, std::string_view action);
+
+  // root or the SlurmUser (Slurm's own daemons' identities): no slurmdbd lookup.
+  bool IsRootOrSlurmUser(uid_t uid);
+
+  static constexpr double kRetryS = 5;  // a failed lookup is not cached longer than this
+
+ private:
+  struct Entry {
+    RoleCheck check;
+    double expires = 0;
+  };
+  Result<uint32_t> SlurmUser();
+
+  RoleSources sources_;
+  double cache_s_;
+  Clock clock_;
+  std::map<uid_t, Entry> cache_;
+  std::optional<uint32_t> slurm_user_;
+  double slurm_user_expires_ = 0;
+};
+
+// The user name of `uid` (getpwuid_r); nullopt when there is none.
+std::optional<std::string> UserName(uid_t uid);
+
+}  // namespace elastic::controller

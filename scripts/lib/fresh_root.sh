@@ -112,7 +112,9 @@ Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 SRC
   cp /etc/resolv.conf "$root/etc/resolv.conf"
-  printf '127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n' > "$root/etc/hosts"
+  # As Debian's installer writes it: the machine's name resolves (munged looks it up).
+  printf '127.0.0.1\tlocalhost\n127.0.1.1\t%s\n::1\tlocalhost ip6-localhost ip6-loopback\n' \
+    "$(hostname)" > "$root/etc/hosts"
   # The project, as a clone would bring it: HEAD only, nothing uncommitted, no build trees.
   install -d -m 755 "$root/root/elastic-slurm"
   git -C "$repo" archive --format=tar HEAD | tar -C "$root/root/elastic-slurm" -xf -
@@ -144,7 +146,7 @@ SH
       set -e
       root=$1
       mount -t proc proc "$root/proc"
-      mount -t sysfs sysfs "$root/sys"
+      mount --rbind /sys "$root/sys"        # with /sys/fs/cgroup, which slurmd needs
       mount --rbind /dev "$root/dev"
       mount -t tmpfs -o mode=1777 tmpfs "$root/dev/shm"
       mount -t tmpfs -o mode=755 tmpfs "$root/run"

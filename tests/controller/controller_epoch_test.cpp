@@ -92,8 +92,8 @@ TEST(ControllerEpochTest, RemainingTimeObjectiveFavoursTheJobAboutToFinish) {
       snap.registry[k]["base_gpus"] = 1;
       snap.registry[k]["spec"]["gpus_min"] = 1;
       snap.registry[k]["spec"]["gpus_max"] = 4;
-      snap.registry[k]["total_samples"] = 1000000;
-      snap.registry[k]["samples_done"] = k == short_job ? 900000 : 0;
+      snap.registry[k]["total_samples"] = 100000000;
+      snap.registry[k]["samples_done"] = k == short_job ? 90000000 : 0;
       snap.jobs[k].gpus = 1;
       snap.jobs[k].nodes = snap.nodes[0].name;
     }
@@ -108,6 +108,99 @@ TEST(ControllerEpochTest, RemainingTimeObjectiveFavoursTheJobAboutToFinish) {
     EXPECT_EQ(target[s_id], 3) << r.plan.dump();
     EXPECT_EQ(target[l_id], 1) << r.plan.dump();
   }
+}
+
+// Two nodes of 4 GPUs, one elastic job at 1 GPU (up to 4) on each, the same step-time samples.
+RecordedSnapshot TwoJobsTwoNodes() {
+  RecordedSnapshot snap = GenerateSnapshot(2, 4, 1, 2, 0, 3);
+  EXPECT_EQ(snap.registry.size(), 2u);
+  snap.registry[1]["samples"] = snap.registry[0]["samples"];
+  snap.registry[1]["efficiency"] = snap.registry[0]["efficiency"];
+  for (int k : {0, 1}) {
+    snap.registry[k]["base_gpus"] = 1;
+    snap.registry[k]["spec"]["gpus_min"] = 1;
+    snap.registry[k]["spec"]["gpus_max"] = 4;
+    snap.jobs[static_cast<size_t>(k)].gpus = 1;
+    snap.jobs[static_cast<size_t>(k)].nodes = snap.nodes[static_cast<size_t>(k)].name;
+    snap.nodes[static_cast<size_t>(k)].gpus_used = 1;
+  }
+  return snap;
+}
+
+TEST(ControllerEpochTest, AJobAboutToFinishIsNotGrown) {
+  // Job 0 has a few seconds of training left at its speed, job 1 hours: with the default
+  // extensions.min_time_left (two epochs) only job 1 grows; with 0 both do.
+  RecordedSnapshot snap = TwoJobsTwoNodes();
+  const auto& last = snap.registry[0]["samples"].back();  // [nodes, gpus, local batch, step time]
+  const double rate = last[1].get<double>() * last[2].get<double>() / last[3].get<double>();
+  for (int k : {0, 1}) {
+    snap.registry[k]["total_samples"] = 100000000;
+    snap.registry[k]["samples_done"] = k == 0 ? static_cast<int64_t>(100000000 - 5 * rate) : 0;
+  }
+  for (double min_time_left : {-1.0, 0.0}) {
+    ControllerConfig cfg;
+    cfg.min_time_left_s = min_time_left;
+    EpochResult r = MakeController(snap, cfg)->Epoch(snap.nodes, snap.jobs, true);
+    std::map<uint32_t, nlohmann::json> d;
+    for (const auto& x : r.plan["decisions"]) d[x["job"].get<uint32_t>()] = x;
+    const uint32_t finishing = snap.registry[0]["id"], long_job = snap.registry[1]["id"];
+    EXPECT_EQ(d[long_job]["action"], "grow") << r.plan.dump();
+    EXPECT_FALSE(d[long_job].contains("time_left_s"));
+    if (min_time_left < 0) {
+      EXPECT_EQ(d[finishing]["action"], "stay") << r.plan.dump();
+      EXPECT_NEAR(d[finishing]["time_left_s"].get<double>(), 5.0, 0.5);
+    } else {
+      EXPECT_EQ(d[finishing]["action"], "grow") << r.plan.dump();
+    }
+  }
+}
+
+TEST(ControllerEpochTest, DecisionsCarryTheBatchOfTheTargetSize) {
+  // Measured step times T = 0.01 + 0.001 b at 1 and 2 GPUs (+0.04 s of synchronisation at 2) and
+  // a noise scale of 1000: the best batch grows with the GPU count. Job 0 has batch bounds and
+  // grows with the batch of its new size; job 1 has none and keeps its batch. At its largest size
+  // (gpus_max 1) job 0 changes its batch when that promises 5%, and only stays when paused.
+  RecordedSnapshot snap = TwoJobsTwoNodes();
+  nlohmann::json samples = nlohmann::json::array();
+  for (int g : {1, 2}) {
+    for (double lb : {64.0, 128.0, 256.0}) samples.push_back({1, g, lb, 0.01 + 0.001 * lb + (g > 1 ? 0.04 : 0.0)});
+  }
+  for (int k : {0, 1}) {
+    snap.registry[k]["samples"] = samples;
+    snap.registry[k]["efficiency"] = {64, 0.002, 2.0 / 64};  // tr(Sigma) 2, |g|^2 0.002
+    snap.registry[k]["batch"] = 128;
+  }
+  snap.registry[1]["spec"].erase("batch_min");
+  snap.registry[1]["spec"].erase("batch_max");
+  const uint32_t elastic = snap.registry[0]["id"], fixed = snap.registry[1]["id"];
+  auto decisions = [&](const RecordedSnapshot& s) {
+    std::map<uint32_t, nlohmann::json> d;
+    const EpochResult r = MakeController(s)->Epoch(s.nodes, s.jobs, true);
+    for (const auto& x : r.plan["decisions"]) d[x["job"].get<uint32_t>()] = x;
+    return d;
+  };
+  auto d = decisions(snap);
+  ASSERT_EQ(d[elastic]["action"], "grow") << d[elastic].dump();
+  EXPECT_EQ(d[elastic]["batch"], 128);
+  EXPECT_GT(d[elastic]["target_batch"].get<int64_t>(), 256) << d[elastic].dump();
+  ASSERT_EQ(d[fixed]["action"], "grow") << d[fixed].dump();
+  EXPECT_EQ(d[fixed]["target_batch"], 128);
+
+  // At 1 GPU (no synchronisation) the best batch is sqrt(0.01 * 1000 / 0.001) = 100: from 128 the
+  // gain is below 5%, from 512 it is 27%.
+  RecordedSnapshot at_max = snap;
+  at_max.registry[0]["spec"]["gpus_max"] = 1;
+  d = decisions(at_max);
+  EXPECT_EQ(d[elastic]["action"], "stay") << d[elastic].dump();
+  EXPECT_NEAR(d[elastic]["target_batch"].get<double>(), 100, 10);
+  at_max.registry[0]["batch"] = 512;
+  d = decisions(at_max);
+  EXPECT_EQ(d[elastic]["action"], "batch") << d[elastic].dump();
+  EXPECT_NEAR(d[elastic]["target_batch"].get<double>(), 100, 10);
+  EXPECT_NEAR(d[elastic]["gain"].get<double>(), 1.27, 0.03);
+  at_max.registry[0]["paused"] = true;
+  d = decisions(at_max);
+  EXPECT_EQ(d[elastic]["action"], "stay") << d[elastic].dump();
 }
 
 TEST(ControllerEpochTest, SnapshotRoundTripsThroughJson) {

@@ -973,10 +973,13 @@ EpochResult Controller::Epoch(const std::vector<NodeInfo>& nodes, const std::vec
     } else {
       oj.max_gpus = may_grow ? max_gpus : planned;
       // Option tables change only with the job's model or bounds: reuse them for a minute.
-      // The noise scale enters in 5% steps: the best batches move with it.
+      // Inputs of the table: the bounds, the sizes measured (a second one makes the model), the
+      // fit, the batch, and the noise scale in 5% steps (the best batches move with it).
       const double noise = job.efficiency ? NoiseScale(*job.efficiency) : 0.0;
       const int noise_key = std::isfinite(noise) && noise > 0 ? static_cast<int>(std::lround(20 * std::log(noise))) : -1;
-      auto key = std::make_tuple(oj.max_gpus, gpn, job.fit_at, job.batch, noise_key);
+      std::set<int> sizes;
+      for (const auto& smp : job.samples) sizes.insert(smp.gpus);
+      auto key = std::make_tuple(oj.max_gpus, gpn, job.fit_at, job.batch, noise_key, static_cast<int>(sizes.size()));
       if (job.options_cache && job.options_key == key && now - job.options_at < 60) {
         oj.options = *job.options_cache;
       } else {

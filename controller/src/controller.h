@@ -68,7 +68,7 @@ struct ElasticJob {
   mutable double fit_at = 0;
   // The option table of the last epoch, reused while its inputs are the same (see Epoch()).
   mutable std::optional<std::vector<optimizer::Option>> options_cache;
-  mutable std::tuple<int, int, double, int64_t, int> options_key{};
+  mutable std::tuple<int, int, double, int64_t, int, int> options_key{};
   mutable double options_at = 0;
 
   nlohmann::json ToJson() const;

@@ -203,6 +203,42 @@ TEST(ControllerEpochTest, DecisionsCarryTheBatchOfTheTargetSize) {
   EXPECT_EQ(d[elastic]["action"], "stay") << d[elastic].dump();
 }
 
+TEST(ControllerEpochTest, OptionsFollowTheMetricsOfASecondSize) {
+  // A job with batch bounds, measured at 1 GPU only: the prior keeps its batch (512). Metrics at
+  // 2 GPUs make its model (T = 0.01 + 0.001 b, +0.04 s at 2 GPUs; tr(Sigma) 2, |g|^2 0.002, noise
+  // scale 1000), whose best batch at 1 GPU is ~100: the next epoch changes the batch, although
+  // the option table of the first epoch is recent.
+  RecordedSnapshot snap = TwoJobsTwoNodes();
+  nlohmann::json samples = nlohmann::json::array();
+  for (double lb : {64.0, 128.0, 256.0}) samples.push_back({1, 1, lb, 0.01 + 0.001 * lb});
+  snap.registry[0]["samples"] = samples;
+  snap.registry[0]["efficiency"] = {64, 0.002, 2.0 / 64};  // what the metrics below say again
+  snap.registry[0]["batch"] = 512;
+  snap.registry[0]["spec"]["gpus_max"] = 1;
+  const uint32_t id = snap.registry[0]["id"];
+  auto ctl = MakeController(snap);
+  auto decision = [&] {
+    const EpochResult r = ctl->Epoch(snap.nodes, snap.jobs, true);
+    for (const auto& d : r.plan["decisions"]) {
+      if (d["job"] == id) return d;
+    }
+    return nlohmann::json();
+  };
+  nlohmann::json d = decision();
+  EXPECT_EQ(d["action"], "stay") << d.dump();
+  EXPECT_EQ(d["target_batch"], 512);
+  for (double lb : {64.0, 128.0, 256.0}) {
+    nlohmann::json reply = ctl->Handle(0, {{"v", 1}, {"type", "metrics"}, {"id", 1}, {"job", id}, {"gpus", 2},
+                                           {"global_batch", 512}, {"local_batch", lb}, {"accum_steps", 0},
+                                           {"step_time_s", 0.05 + 0.001 * lb}, {"grad_sqr", 0.002}, {"grad_var", 2.0},
+                                           {"samples", 1000}, {"lr_factor", 1.0}});
+    ASSERT_TRUE(reply.value("ok", false)) << reply.dump();
+  }
+  d = decision();
+  EXPECT_EQ(d["action"], "batch") << d.dump();
+  EXPECT_NEAR(d["target_batch"].get<double>(), 100, 10) << d.dump();
+}
+
 TEST(ControllerEpochTest, SnapshotRoundTripsThroughJson) {
   RecordedSnapshot snap = GenerateSnapshot(8, 4, 2, 10, 3, 5);
   auto j = SnapshotToJson(snap.nodes, snap.jobs, snap.registry);

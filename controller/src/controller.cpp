@@ -949,9 +949,10 @@ EpochResult Controller::Epoch(const std::vector<NodeInfo>& nodes, const std::vec
     bool frozen = job.paused || paused_all_ || !job.launcher.is_object() || in_flight || batch_pending ||
                   now - job.last_rescale_at < config_.min_rescale_interval_s;
     if (frozen) frozen_jobs.insert(id);
-    bool may_grow = now >= job.grow_backoff_until;
-    // A job about to finish is not grown: an extension would join too late to pay off, or be
-    // scheduled after its parent ended (docs/admin-guide.md, extensions.min_time_left).
+    // A job grows once its program trains (it reported a step: its speed at the base size is
+    // measured) and not when it is about to finish: an extension would join too late to pay off,
+    // or be scheduled after its parent ended (docs/admin-guide.md, extensions.min_time_left).
+    bool may_grow = now >= job.grow_backoff_until && job.metrics_received > 0;
     if (auto left = TimeLeftAtCurrentSize(job, now); left && *left < config_.MinTimeLeftS()) {
       may_grow = false;
       finishing[id] = *left;
@@ -1207,7 +1208,7 @@ EpochResult Controller::Epoch(const std::vector<NodeInfo>& nodes, const std::vec
           }
         }
       }
-    } else if (DecideBatchChange(job, current, target_batch, frozen_jobs.count(id) > 0,
+    } else if (DecideBatchChange(job, current, target_batch, frozen_jobs.count(id) > 0 || finishing.count(id) > 0,
                                  gpus_per_node.count(job.gpu_type) ? gpus_per_node[job.gpu_type] : 1,
                                  config_.min_gain, now, d) &&
                !dry_run) {

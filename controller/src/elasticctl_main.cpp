@@ -101,7 +101,7 @@ int ShowStatus(const Options& o) {
     std::string state = j.value("paused", false) ? "paused" : (j.value("launcher_ready", false) ? "elastic" : "starting");
     // BATCH ends in '*' when elasticd chooses it (--elastic-batch); LR is the runtime's learning-rate
     // factor; NOISE the measured gradient noise scale ('-': not measured yet).
-    const std::string batch = j["batch"].dump() + (j.value("batch_elastic", false) ? "*" : "");
+    const std::string batch = (j.value("batch", 0) > 0 ? j["batch"].dump() : "-") + (j.value("batch_elastic", false) ? "*" : "");
     char lr[32], noise[32] = "-";
     std::snprintf(lr, sizeof lr, "x%.2f", j.value("lr_factor", 1.0));
     if (j.contains("noise_scale") && j["noise_scale"].is_number()) {

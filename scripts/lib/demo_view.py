@@ -2,10 +2,12 @@
 """The live view of scripts/demo: prints what changed since the last look, one line per change.
 
     demo_view.py poll STATE ELASTICCTL T0    look at squeue and elasticd, print the changes
-    demo_view.py get STATE WHAT [JOB]        gpus JOB | grew | shrank | batch_with_gpus
     demo_view.py summary STATE               one line per job: sizes, batches, rescales
 
-STATE is a JSON file this script keeps between calls (what it saw last). Jobs are named as squeue
+STATE is a JSON file this script keeps between calls (what it saw last). After each poll,
+STATE.sh holds what the demo checks, as shell assignments: VIEW_GREW, VIEW_SHRANK and
+VIEW_BATCH_WITH_GPUS (changes seen: growths, shrinks, GPU changes that changed the batch too) and
+VIEW_GPUS_<job id> (GPUs of each elastic job). Jobs are named as squeue
 and sacct name them: array tasks as ARRAY_TASK (12_0), whatever id elasticd knows them by.
 A change is printed once; when nothing changed for HEARTBEAT seconds, one line says how far the
 running jobs are (their samples trained of their training goal, from elasticd).
@@ -116,19 +118,20 @@ def poll(state, ctl, t0):
         rule = j.get("lr_scaling", "none")
         if state["queue"].get(jid, {}).get("state") == "GONE":
             continue  # ended: its extensions go as it goes, no change of its own
-        if old is None and not cur["batch"]:
-            continue  # introduced once its program has reported its batch (its first step)
         if old is None:
-            how = "elasticd chooses it within --elastic-batch" if j.get("batch_elastic") else "fixed: no --elastic-batch"
-            lines.append(f"job {name(jid)}: elastic between {j['base_gpus']} and {j['max_gpus']} {j['gpu_type']} GPUs, "
-                         f"at {j['gpus']} with batch {j['batch']} ({how}), lr rule {rule}")
-        elif cur["gpus"] != old["gpus"] or (old["batch"] and cur["batch"] and cur["batch"] != old["batch"]):
+            how = "chosen by elasticd within --elastic-batch" if j.get("batch_elastic") else "its own: no --elastic-batch"
+            lines.append(f"job {name(jid)}: registered with elasticd, elastic between {j['base_gpus']} and "
+                         f"{j['max_gpus']} {j['gpu_type']} GPUs; batch {how}; lr rule {rule}")
+            # Changes are counted from the base size (a first look may come after a growth).
+            old = state["elastic"][jid] = {"gpus": j["base_gpus"], "batch": cur["batch"], "lr": cur["lr"]}
+        if cur["gpus"] != old["gpus"] or (old["batch"] and cur["batch"] and cur["batch"] != old["batch"]):
             gpus_changed = cur["gpus"] != old["gpus"]
             batch_changed = bool(old["batch"] and cur["batch"]) and cur["batch"] != old["batch"]
             text = f"job {name(jid)}: "
             if gpus_changed:
                 text += f"{old['gpus']} -> {cur['gpus']} GPUs, "
-                text += f"batch {old['batch']} -> {cur['batch']}" if batch_changed else f"batch {cur['batch']}"
+                text += (f"batch {old['batch']} -> {cur['batch']}" if batch_changed
+                         else f"batch {cur['batch'] or '(not reported yet)'}")
             else:
                 text += f"batch {old['batch']} -> {cur['batch']} at {cur['gpus']} GPUs"
             text += ", " + lr_text(old["lr"], cur["lr"], rule)
@@ -136,7 +139,7 @@ def poll(state, ctl, t0):
                 text += noise_text(j)
             lines.append(text)
             state["events"].append({"t": now - t0, "job": jid, "from_gpus": old["gpus"], "to_gpus": cur["gpus"],
-                                    "from_batch": old["batch"], "to_batch": cur["batch"]})
+                                    "from_batch": old["batch"], "to_batch": cur["batch"], "batch_changed": batch_changed})
         state["elastic"][jid] = cur
         state["max"][jid] = max(cur["gpus"], state["max"].get(jid, 0))
         if cur["batch"]:
@@ -160,23 +163,21 @@ def poll(state, ctl, t0):
         state["last_line"] = now
 
 
-def get(state, what, job=None):
-    if what == "gpus":
-        return state["elastic"].get(job, {}).get("gpus", 0)
-    if what == "grew":
-        return sum(1 for e in state["events"] if e["to_gpus"] > e["from_gpus"])
-    if what == "shrank":
-        return sum(1 for e in state["events"] if e["to_gpus"] < e["from_gpus"])
-    if what == "batch_with_gpus":
-        return sum(1 for e in state["events"] if e["to_gpus"] != e["from_gpus"] and e["to_batch"] != e["from_batch"])
-    raise SystemExit(f"demo_view: unknown query {what}")
+def facts(state):
+    """What the demo checks, as shell assignments."""
+    ev = state["events"]
+    out = [f"VIEW_GREW={sum(1 for e in ev if e['to_gpus'] > e['from_gpus'])}",
+           f"VIEW_SHRANK={sum(1 for e in ev if e['to_gpus'] < e['from_gpus'])}",
+           f"VIEW_BATCH_WITH_GPUS={sum(1 for e in ev if e['to_gpus'] != e['from_gpus'] and e['batch_changed'])}"]
+    out += [f"VIEW_GPUS_{jid}={int(e['gpus'])}" for jid, e in state["elastic"].items() if jid.isdigit()]
+    return "\n".join(out) + "\n"
 
 
 def summary(state):
     for jid in sorted(state["elastic"], key=int):
         ev = [e for e in state["events"] if e["job"] == jid]
         gpus = sum(1 for e in ev if e["to_gpus"] != e["from_gpus"])
-        batches = sum(1 for e in ev if e["to_batch"] != e["from_batch"])
+        batches = sum(1 for e in ev if e["batch_changed"])
         lo, hi = state["min_batch"].get(jid, 0), state["max_batch"].get(jid, 0)
         batch = f"batch {lo}" if lo == hi else f"batch {lo}..{hi}"
         print(f"  job {state['names'].get(jid, jid):<6} ({state['jobnames'].get(jid, '?')}): up to "
@@ -188,8 +189,8 @@ def main(argv):
         state = load(argv[2])
         poll(state, argv[3], float(argv[4]))
         save(argv[2], state)
-    elif len(argv) >= 4 and argv[1] == "get":
-        print(get(load(argv[2]), argv[3], argv[4] if len(argv) > 4 else None))
+        with open(argv[2] + ".sh", "w") as f:
+            f.write(facts(state))
     elif len(argv) == 3 and argv[1] == "summary":
         summary(load(argv[2]))
     else:

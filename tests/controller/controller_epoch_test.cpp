@@ -155,6 +155,18 @@ TEST(ControllerEpochTest, AJobAboutToFinishIsNotGrown) {
   }
 }
 
+TEST(ControllerEpochTest, AJobGrowsOnceItsProgramReports) {
+  // Job 0's launcher registered but its program has not reported a step yet: its speed at the
+  // base size is unknown, and it stays; job 1 reported and grows.
+  RecordedSnapshot snap = TwoJobsTwoNodes();
+  snap.registry[0]["metrics_received"] = 0;
+  EpochResult r = MakeController(snap)->Epoch(snap.nodes, snap.jobs, true);
+  std::map<uint32_t, std::string> action;
+  for (const auto& d : r.plan["decisions"]) action[d["job"].get<uint32_t>()] = d["action"];
+  EXPECT_EQ(action[snap.registry[0]["id"].get<uint32_t>()], "stay") << r.plan.dump();
+  EXPECT_EQ(action[snap.registry[1]["id"].get<uint32_t>()], "grow") << r.plan.dump();
+}
+
 TEST(ControllerEpochTest, DecisionsCarryTheBatchOfTheTargetSize) {
   // Measured step times T = 0.01 + 0.001 b at 1 and 2 GPUs (+0.04 s of synchronisation at 2) and
   // a noise scale of 1000: the best batch grows with the GPU count. Job 0 has batch bounds and
@@ -237,6 +249,60 @@ TEST(ControllerEpochTest, OptionsFollowTheMetricsOfASecondSize) {
   d = decision();
   EXPECT_EQ(d["action"], "batch") << d.dump();
   EXPECT_NEAR(d["target_batch"].get<double>(), 100, 10) << d.dump();
+}
+
+TEST(ControllerEpochTest, ABatchChangeIsCommandedOnceAndAcknowledged) {
+  // The job of OptionsFollowTheMetricsOfASecondSize, measured at two sizes: an enacted epoch
+  // queues one set_batch; while it is not acknowledged the job changes nothing more; the ack
+  // sets the job's batch and learning-rate factor, as status shows them.
+  RecordedSnapshot snap = TwoJobsTwoNodes();
+  nlohmann::json samples = nlohmann::json::array();
+  for (int g : {1, 2}) {
+    for (double lb : {64.0, 128.0, 256.0}) samples.push_back({1, g, lb, 0.01 + 0.001 * lb + (g > 1 ? 0.04 : 0.0)});
+  }
+  snap.registry[0]["samples"] = samples;
+  snap.registry[0]["efficiency"] = {64, 0.002, 2.0 / 64};
+  snap.registry[0]["batch"] = 512;
+  snap.registry[0]["spec"]["gpus_max"] = 1;
+  snap.registry[0]["spec"]["lr_scaling"] = "sqrt";
+  snap.registry[1]["spec"]["gpus_max"] = 1;  // the other job stays as it is
+  const uint32_t id = snap.registry[0]["id"];
+  const uid_t owner = snap.registry[0]["uid"].get<uid_t>();
+  auto ctl = MakeController(snap);
+  auto decision = [&](bool dry_run) {
+    const EpochResult r = ctl->Epoch(snap.nodes, snap.jobs, dry_run);
+    for (const auto& d : r.plan["decisions"]) {
+      if (d["job"] == id) return d;
+    }
+    return nlohmann::json();
+  };
+  ASSERT_EQ(decision(false)["action"], "batch");
+  nlohmann::json poll = ctl->Handle(owner, {{"v", 1}, {"type", "poll"}, {"id", 2}, {"job", id}, {"wait_ms", 0}});
+  ASSERT_TRUE(poll.value("ok", false)) << poll.dump();
+  ASSERT_EQ(poll["commands"].size(), 1u) << poll.dump();
+  const nlohmann::json cmd = poll["commands"][0];
+  EXPECT_EQ(cmd["action"], "set_batch");
+  const int64_t batch = cmd["global_batch"];
+  EXPECT_NEAR(static_cast<double>(batch), 100, 10);
+  EXPECT_EQ(decision(false)["action"], "stay") << "a second command while the first is not acknowledged";
+  nlohmann::json ack = ctl->Handle(owner, {{"v", 1}, {"type", "ack"}, {"id", 3}, {"job", id}, {"command", cmd["command"]},
+                                           {"ok", true}, {"gpus", 1}, {"global_batch", batch},
+                                           {"lr_factor", std::sqrt(static_cast<double>(batch) / 512.0)}});
+  ASSERT_TRUE(ack.value("ok", false)) << ack.dump();
+  nlohmann::json status = ctl->Handle(owner, {{"v", 1}, {"type", "status"}, {"id", 4}});
+  int found = 0;
+  for (const auto& j : status["jobs"]) {
+    if (j["job_id"] != id) continue;
+    ++found;
+    EXPECT_EQ(j["batch"], batch);
+    EXPECT_TRUE(j["batch_elastic"].get<bool>());
+    EXPECT_EQ(j["lr_scaling"], "sqrt");
+    EXPECT_NEAR(j["lr_factor"].get<double>(), std::sqrt(static_cast<double>(batch) / 512.0), 1e-12);
+    EXPECT_NEAR(j["noise_scale"].get<double>(), 1000.0, 1e-6);
+  }
+  EXPECT_EQ(found, 1) << status.dump();
+  nlohmann::json again = ctl->Handle(owner, {{"v", 1}, {"type", "poll"}, {"id", 5}, {"job", id}, {"wait_ms", 0}});
+  EXPECT_TRUE(again["commands"].empty()) << again.dump();
 }
 
 TEST(ControllerEpochTest, SnapshotRoundTripsThroughJson) {

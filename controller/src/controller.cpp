@@ -833,6 +833,13 @@ Status Controller::SubmitExtension(ElasticJob& job, const std::string& node, int
   return Status::Ok();
 }
 
+void Controller::QueueBatchChange(ElasticJob& job, int64_t batch, int gpus, const Json& decision) {
+  job.batch_command = QueueCommand(job.id, {{"action", "set_batch"}, {"global_batch", batch}});
+  job.batch_command_at = Now();
+  SaveJob(job);
+  Audit(std::nullopt, "set_batch", job.id, {{"from", job.batch}, {"to", batch}, {"gpus", gpus}, {"gain", decision["gain"]}});
+}
+
 // ---------------------------------------------------------------- epoch
 EpochResult Controller::RunEpoch(bool dry_run) {
   auto t0 = std::chrono::steady_clock::now();
@@ -923,6 +930,7 @@ EpochResult Controller::Epoch(const std::vector<NodeInfo>& nodes, const std::vec
   std::map<std::string, int> account_ext;  // extension GPUs per account
   std::set<uint32_t> frozen_jobs;          // elastic jobs that may not change this epoch
   std::map<uint32_t, double> finishing;    // jobs not grown because they are about to finish: time left
+  std::map<uint32_t, int64_t> batch_now;   // the best batch of each elastic job at its current size
   for (const auto& [id, e] : extensions_) account_ext[e.account] += e.gpus;
   // Rigid running jobs are fixed load; elastic jobs on unusable nodes keep what they hold.
   for (const auto& j : sjobs) {
@@ -1007,6 +1015,10 @@ EpochResult Controller::Epoch(const std::vector<NodeInfo>& nodes, const std::vec
         if (o.gpus == planned) o.utility *= 1.0 + config_.min_gain;
       }
       if (oj.options.empty()) oj.options = {{job.gpu_type, planned, job.batch, 1.0}};
+    }
+    batch_now[id] = job.batch;
+    for (const auto& o : oj.options) {
+      if (o.gpus == planned && o.batch > 0) batch_now[id] = o.batch;
     }
     oj.allowed_types = {job.gpu_type};
     snap.jobs.push_back(std::move(oj));
@@ -1175,13 +1187,33 @@ EpochResult Controller::Epoch(const std::vector<NodeInfo>& nodes, const std::vec
       }
       for (auto& k : skipped) order.insert(k);
       d["groups"] = groups;
+      if (groups.empty()) {
+        // No node has the GPUs yet (they free up when other jobs shrink): the job keeps its size
+        // this epoch, and may change its batch at that size.
+        d["wanted"] = target;
+        d["target_batch"] = batch_now[id];
+        if (DecideBatchChange(job, current, batch_now[id], frozen_jobs.count(id) > 0 || finishing.count(id) > 0,
+                              gpus_per_node.count(job.gpu_type) ? gpus_per_node[job.gpu_type] : 1, config_.min_gain,
+                              now, d) &&
+            !dry_run) {
+          QueueBatchChange(job, batch_now[id], current, d);
+        }
+      }
     } else if (target < current || !draining.empty()) {
       d["action"] = "shrink";
       std::vector<Extension*> groups;
       for (auto& [eid, e] : extensions_) {
         if (e.parent == id && e.Active() && e.state != "leaving") groups.push_back(&e);
       }
-      std::sort(groups.begin(), groups.end(), [](Extension* a, Extension* b) { return a->group > b->group; });
+      // Groups leave in reverse order of joining (the runtime refuses any other): those not yet
+      // joined first, then the latest joined. Two extensions ready in the same epoch may join in
+      // either order, so the order of group ids is not the order of joining.
+      std::sort(groups.begin(), groups.end(), [](Extension* a, Extension* b) {
+        const bool a_in = a->state == "joined", b_in = b->state == "joined";
+        if (a_in != b_in) return !a_in;
+        if (a_in && a->joined_at != b->joined_at) return a->joined_at > b->joined_at;
+        return a->group > b->group;
+      });
       int level = current;
       nlohmann::json leaving = nlohmann::json::array();
       std::vector<Extension*> chosen;
@@ -1212,10 +1244,7 @@ EpochResult Controller::Epoch(const std::vector<NodeInfo>& nodes, const std::vec
                                  gpus_per_node.count(job.gpu_type) ? gpus_per_node[job.gpu_type] : 1,
                                  config_.min_gain, now, d) &&
                !dry_run) {
-      job.batch_command = QueueCommand(id, {{"action", "set_batch"}, {"global_batch", target_batch}});
-      job.batch_command_at = now;
-      SaveJob(job);
-      Audit(std::nullopt, "set_batch", id, {{"from", job.batch}, {"to", target_batch}, {"gpus", current}, {"gain", d["gain"]}});
+      QueueBatchChange(job, target_batch, current, d);
     }
     decisions.push_back(d);
   }

@@ -159,6 +159,8 @@ class Controller {
   Extension* FindExtension(uint32_t parent, int group);
   Extension* FindExtensionBySlurmJob(uint32_t slurm_job);
   Status SubmitExtension(ElasticJob& job, const std::string& node, int gpus);
+  // Queues set_batch for `job` at `gpus` GPUs (DecideBatchChange said so in `decision`).
+  void QueueBatchChange(ElasticJob& job, int64_t batch, int gpus, const Json& decision);
   void LoadState();
   // Jobs whose batch script ended with kExitWorldLost (75): requeued once Slurm has cleaned them
   // up, unless recovery.restart_world_lost is off or they were restarted max_restarts times.

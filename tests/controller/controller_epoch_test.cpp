@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <map>
+#include <tuple>
 
 #include "controller.h"
 #include "db.h"
@@ -303,6 +304,94 @@ TEST(ControllerEpochTest, ABatchChangeIsCommandedOnceAndAcknowledged) {
   EXPECT_EQ(found, 1) << status.dump();
   nlohmann::json again = ctl->Handle(owner, {{"v", 1}, {"type", "poll"}, {"id", 5}, {"job", id}, {"wait_ms", 0}});
   EXPECT_TRUE(again["commands"].empty()) << again.dump();
+}
+
+TEST(ControllerEpochTest, GroupsLeaveInReverseOrderOfJoining) {
+  // Job 0 at 6 GPUs: its base 2 on n1 and two joined extensions of 2 GPUs; group 2 (on n1)
+  // joined before group 1 (on n2), as happens when both become ready in one epoch. A rigid job
+  // waits for 2 GPUs: the group that leaves is the last joined, group 1, not the highest id.
+  RecordedSnapshot snap = TwoJobsTwoNodes();
+  for (int k : {0, 1}) {
+    snap.registry[k]["base_gpus"] = 2;
+    snap.registry[k]["spec"]["gpus_min"] = 2;
+    snap.registry[k]["spec"]["gpus_max"] = k == 0 ? 6 : 2;
+    snap.jobs[static_cast<size_t>(k)].gpus = 2;
+  }
+  snap.nodes[0].gpus_used = 4;  // job 0's base, its group 2
+  snap.nodes[1].gpus_used = 4;  // job 1, job 0's group 1
+  JobInfo waiting;
+  waiting.id = 99999;
+  waiting.state = SlurmJobState::kPending;
+  waiting.waits_for_resources = true;
+  waiting.gpus = 2;
+  waiting.gpu_type = snap.nodes[0].gpu_type;
+  snap.jobs.push_back(waiting);
+  auto db = Database::Open(":memory:");
+  ASSERT_TRUE(db.ok());
+  SeedRegistry(*db.value(), snap.registry);
+  const int64_t parent = snap.registry[0]["id"];
+  const double t = 1.7e9;
+  for (auto [group, node, joined] : {std::tuple{1, "n2", t + 20}, std::tuple{2, "n1", t + 10}}) {
+    db.value()->Run("INSERT INTO extensions (parent, grp, slurm_job, node, gpu_type, gpus, account, token, state, "
+                    "created_at, joined_at) VALUES (?, ?, ?, ?, ?, 2, 'a', 'x', 'joined', ?, ?)",
+                    {parent, int64_t{group}, int64_t{90000 + group}, std::string(node), snap.nodes[0].gpu_type, t,
+                     joined});
+  }
+  ControllerConfig cfg;
+  cfg.min_rescale_interval_s = 0;
+  Controller ctl(cfg, std::move(db).value(), nullptr);
+  const EpochResult r = ctl.Epoch(snap.nodes, snap.jobs, true);
+  nlohmann::json d;
+  for (const auto& x : r.plan["decisions"]) {
+    if (x["job"] == parent) d = x;
+  }
+  ASSERT_EQ(d["action"], "shrink") << r.plan.dump();
+  EXPECT_EQ(d["current"], 6);
+  EXPECT_EQ(d["target"], 4) << r.plan.dump();
+  ASSERT_EQ(d["groups"].size(), 1u) << d.dump();
+  EXPECT_EQ(d["groups"][0]["group"], 1) << d.dump();
+}
+
+TEST(ControllerEpochTest, AGrowthNoNodeCanTakeKeepsTheSizeAndMayChangeTheBatch) {
+  // Job 1 (base 2, up to 4) wants 4 GPUs: the type has 8, jobs hold 6 (job 0: 4 on n2, job 1: 2
+  // on n1). But a suspended job holds the 2 others on n1: no node has a free GPU. Job 1 stays at
+  // 2 GPUs, and its batch of 2048 (noise scale 1000; best at 2 GPUs ~316) changes.
+  RecordedSnapshot snap = TwoJobsTwoNodes();
+  nlohmann::json samples = nlohmann::json::array();
+  for (int g : {1, 2}) {
+    for (double lb : {64.0, 128.0, 256.0}) samples.push_back({1, g, lb, 0.01 + 0.001 * lb + (g > 1 ? 0.04 : 0.0)});
+  }
+  snap.registry[0]["base_gpus"] = 4;
+  snap.registry[0]["spec"]["gpus_min"] = 4;
+  snap.registry[0]["spec"]["gpus_max"] = 4;
+  snap.jobs[0].gpus = 4;
+  snap.jobs[0].nodes = snap.nodes[1].name;
+  snap.nodes[1].gpus_used = 4;
+  snap.registry[1]["base_gpus"] = 2;
+  snap.registry[1]["spec"]["gpus_min"] = 2;
+  snap.registry[1]["samples"] = samples;
+  snap.registry[1]["efficiency"] = {64, 0.002, 2.0 / 64};
+  snap.registry[1]["batch"] = 2048;
+  snap.jobs[1].gpus = 2;
+  snap.jobs[1].nodes = snap.nodes[0].name;
+  snap.nodes[0].gpus_used = 4;
+  JobInfo suspended;
+  suspended.id = 99998;
+  suspended.state = SlurmJobState::kSuspended;
+  suspended.gpus = 2;
+  suspended.gpu_type = snap.nodes[0].gpu_type;
+  suspended.nodes = snap.nodes[0].name;
+  snap.jobs.push_back(suspended);
+  const uint32_t id = snap.registry[1]["id"];
+  const EpochResult r = MakeController(snap)->Epoch(snap.nodes, snap.jobs, true);
+  nlohmann::json d;
+  for (const auto& x : r.plan["decisions"]) {
+    if (x["job"] == id) d = x;
+  }
+  EXPECT_EQ(d["wanted"], 4) << r.plan.dump();
+  EXPECT_TRUE(d["groups"].empty()) << d.dump();
+  EXPECT_EQ(d["action"], "batch") << d.dump();
+  EXPECT_NEAR(d["target_batch"].get<double>(), 316, 32) << d.dump();
 }
 
 TEST(ControllerEpochTest, SnapshotRoundTripsThroughJson) {

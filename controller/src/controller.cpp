@@ -930,7 +930,7 @@ EpochResult Controller::Epoch(const std::vector<NodeInfo>& nodes, const std::vec
   std::map<std::string, int> account_ext;  // extension GPUs per account
   std::set<uint32_t> frozen_jobs;          // elastic jobs that may not change this epoch
   std::map<uint32_t, double> finishing;    // jobs not grown because they are about to finish: time left
-  std::map<uint32_t, int64_t> batch_now;   // the best batch of each elastic job at its current size
+  std::map<uint32_t, std::map<int, int64_t>> batch_at;  // each elastic job's batch per GPU count (its options)
   for (const auto& [id, e] : extensions_) account_ext[e.account] += e.gpus;
   // Rigid running jobs are fixed load; elastic jobs on unusable nodes keep what they hold.
   for (const auto& j : sjobs) {
@@ -1016,9 +1016,8 @@ EpochResult Controller::Epoch(const std::vector<NodeInfo>& nodes, const std::vec
       }
       if (oj.options.empty()) oj.options = {{job.gpu_type, planned, job.batch, 1.0}};
     }
-    batch_now[id] = job.batch;
     for (const auto& o : oj.options) {
-      if (o.gpus == planned && o.batch > 0) batch_now[id] = o.batch;
+      if (o.batch > 0) batch_at[id][o.gpus] = o.batch;
     }
     oj.allowed_types = {job.gpu_type};
     snap.jobs.push_back(std::move(oj));
@@ -1155,9 +1154,13 @@ EpochResult Controller::Epoch(const std::vector<NodeInfo>& nodes, const std::vec
         planned && ait != assignment.end() && !ait->second->pending && ait->second->batch > 0 ? ait->second->batch : job.batch;
     nlohmann::json d{{"job", id}, {"current", current}, {"target", target}, {"batch", job.batch}, {"target_batch", target_batch}};
     if (auto f = finishing.find(id); f != finishing.end()) d["time_left_s"] = f->second;  // not grown
+    // The batch of the job's options at n GPUs (its current batch where it has none).
+    auto batch_for = [&](int n) {
+      auto it = batch_at[id].find(n);
+      return it != batch_at[id].end() ? it->second : job.batch;
+    };
     if (target > current) {
       d["action"] = "grow";
-      if (!dry_run) job.target_batch = target_batch;  // the grow commands carry it (OnReady)
       int need = target - current;
       int step = std::max(1, job.SpecInt("gpu_step", 1));
       auto& order = by_free[job.gpu_type];
@@ -1187,16 +1190,21 @@ EpochResult Controller::Epoch(const std::vector<NodeInfo>& nodes, const std::vec
       }
       for (auto& k : skipped) order.insert(k);
       d["groups"] = groups;
-      if (groups.empty()) {
-        // No node has the GPUs yet (they free up when other jobs shrink): the job keeps its size
-        // this epoch, and may change its batch at that size.
+      if (need > 0) {
+        // Nodes had fewer free GPUs than the plan (they free up when other jobs shrink): the job
+        // grows to what they had, with the batch of that size.
         d["wanted"] = target;
-        d["target_batch"] = batch_now[id];
-        if (DecideBatchChange(job, current, batch_now[id], frozen_jobs.count(id) > 0 || finishing.count(id) > 0,
+        d["target"] = target - need;
+        d["target_batch"] = batch_for(target - need);
+      }
+      if (!dry_run) job.target_batch = d["target_batch"].get<int64_t>();  // the grow commands carry it (OnReady)
+      if (groups.empty()) {
+        // None at all: the job keeps its size this epoch, and may change its batch at that size.
+        if (DecideBatchChange(job, current, batch_for(current), frozen_jobs.count(id) > 0 || finishing.count(id) > 0,
                               gpus_per_node.count(job.gpu_type) ? gpus_per_node[job.gpu_type] : 1, config_.min_gain,
                               now, d) &&
             !dry_run) {
-          QueueBatchChange(job, batch_now[id], current, d);
+          QueueBatchChange(job, batch_for(current), current, d);
         }
       }
     } else if (target < current || !draining.empty()) {

@@ -352,7 +352,7 @@ TEST(ControllerEpochTest, GroupsLeaveInReverseOrderOfJoining) {
   EXPECT_EQ(d["groups"][0]["group"], 1) << d.dump();
 }
 
-TEST(ControllerEpochTest, AGrowthNoNodeCanTakeKeepsTheSizeAndMayChangeTheBatch) {
+TEST(ControllerEpochTest, AGrowthNodesCannotTakeKeepsTheSizeOrGrowsLess) {
   // Job 1 (base 2, up to 4) wants 4 GPUs: the type has 8, jobs hold 6 (job 0: 4 on n2, job 1: 2
   // on n1). But a suspended job holds the 2 others on n1: no node has a free GPU. Job 1 stays at
   // 2 GPUs, and its batch of 2048 (noise scale 1000; best at 2 GPUs ~316) changes.
@@ -389,9 +389,21 @@ TEST(ControllerEpochTest, AGrowthNoNodeCanTakeKeepsTheSizeAndMayChangeTheBatch) 
     if (x["job"] == id) d = x;
   }
   EXPECT_EQ(d["wanted"], 4) << r.plan.dump();
+  EXPECT_EQ(d["target"], 2) << d.dump();
   EXPECT_TRUE(d["groups"].empty()) << d.dump();
   EXPECT_EQ(d["action"], "batch") << d.dump();
   EXPECT_NEAR(d["target_batch"].get<double>(), 316, 32) << d.dump();
+  // The suspended job holds 1 GPU: job 1 grows to 3, with the batch of 3 GPUs (~387), not of 4.
+  snap.jobs.back().gpus = 1;
+  snap.nodes[0].gpus_used = 3;
+  const EpochResult r3 = MakeController(snap)->Epoch(snap.nodes, snap.jobs, true);
+  for (const auto& x : r3.plan["decisions"]) {
+    if (x["job"] == id) d = x;
+  }
+  EXPECT_EQ(d["action"], "grow") << d.dump();
+  EXPECT_EQ(d["wanted"], 4) << d.dump();
+  EXPECT_EQ(d["target"], 3) << d.dump();
+  EXPECT_NEAR(d["target_batch"].get<double>(), 387, 39) << d.dump();
 }
 
 TEST(ControllerEpochTest, SnapshotRoundTripsThroughJson) {

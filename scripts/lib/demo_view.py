@@ -6,7 +6,8 @@
 
 STATE is a JSON file this script keeps between calls (what it saw last). After each poll,
 STATE.sh holds what the demo checks, as shell assignments: VIEW_GREW, VIEW_SHRANK and
-VIEW_BATCH_WITH_GPUS (changes seen: growths, shrinks, GPU changes that changed the batch too) and
+VIEW_BATCH_WITH_GPUS (changes seen: growths, shrinks, GPU changes that moved the batch by 10% or
+more too) and
 VIEW_GPUS_<job id> (GPUs of each elastic job). Jobs are named as squeue
 and sacct name them: array tasks as ARRAY_TASK (12_0), whatever id elasticd knows them by.
 A change is printed once; when nothing changed for HEARTBEAT seconds, one line says how far the
@@ -60,7 +61,7 @@ def elastic_status(ctl):
 
 
 def lr_text(old, new, rule):
-    if abs(old - new) < 5e-4:
+    if f"{old:.2f}" == f"{new:.2f}":
         return f"lr x{new:.2f} ({rule})"
     return f"lr x{old:.2f} -> x{new:.2f} ({rule})"
 
@@ -164,11 +165,13 @@ def poll(state, ctl, t0):
 
 
 def facts(state):
-    """What the demo checks, as shell assignments."""
+    """What the demo checks, as shell assignments. A batch change counts with a GPU change when the
+    batch moved by 10% or more (elasticd also makes small corrections as its model learns)."""
     ev = state["events"]
+    big = lambda e: e["batch_changed"] and abs(e["to_batch"] / e["from_batch"] - 1) >= 0.1  # noqa: E731
     out = [f"VIEW_GREW={sum(1 for e in ev if e['to_gpus'] > e['from_gpus'])}",
            f"VIEW_SHRANK={sum(1 for e in ev if e['to_gpus'] < e['from_gpus'])}",
-           f"VIEW_BATCH_WITH_GPUS={sum(1 for e in ev if e['to_gpus'] != e['from_gpus'] and e['batch_changed'])}"]
+           f"VIEW_BATCH_WITH_GPUS={sum(1 for e in ev if e['to_gpus'] != e['from_gpus'] and big(e))}"]
     out += [f"VIEW_GPUS_{jid}={int(e['gpus'])}" for jid, e in state["elastic"].items() if jid.isdigit()]
     return "\n".join(out) + "\n"
 

@@ -139,6 +139,10 @@ std::vector<config::KeySpec> Table(ControllerConfig& c) {
        }},
       {"extensions.ready_timeout", "seconds an extension may take to join before it is cancelled (default 300)",
        [&](std::string_view v) { return Seconds(v, "extensions.ready_timeout", 10, 86400, c.ready_timeout_s); }},
+      {"extensions.min_time_left",
+       "seconds of training a job must have left (its remaining samples at its current speed) to be grown, "
+       "0-86400 (default: two epochs)",
+       [&](std::string_view v) { return Seconds(v, "extensions.min_time_left", 0, 86400, c.min_time_left_s); }},
       {"recovery.restart_world_lost",
        "1: requeue a job whose batch script exits 75 (a rank of its world died; it resumes from its "
        "last checkpoint), 0: leave it failed (default 1)",

@@ -43,6 +43,10 @@ struct ControllerConfig {
   int64_t extension_max_time_min = 1440;
   std::string launcher = "/usr/bin/elastic-launch";
   double ready_timeout_s = 300;         // an extension that does not join by then is cancelled
+  // A job with less training left than this (seconds, at its current speed) is not grown;
+  // negative: two epochs.
+  double min_time_left_s = -1;
+  double MinTimeLeftS() const { return min_time_left_s >= 0 ? min_time_left_s : 2 * epoch_s; }
   // [recovery]
   bool restart_world_lost = true;       // requeue a job that exits kExitWorldLost (75)
   int max_restarts = 3;                 // Slurm restart count at which elasticd stops requeueing

@@ -14,6 +14,7 @@
 #include "elastic/common/log.h"
 #include "elastic/common/wire.h"
 #include "elastic/optimizer/policy.h"
+#include "job_model.h"
 
 namespace elastic::controller {
 namespace {
@@ -52,6 +53,12 @@ std::string ShellQuote(const std::string& s) {
     }
   }
   return out + "'";
+}
+
+// The noise scale for status: a number, or "inf" when the measured signal is below the noise.
+nlohmann::json NoiseScaleJson(const optimizer::EfficiencyParams& p) {
+  const double scale = NoiseScale(p);
+  return std::isfinite(scale) ? nlohmann::json(scale) : nlohmann::json("inf");
 }
 
 }  // namespace
@@ -96,6 +103,9 @@ nlohmann::json ElasticJob::ToJson() const {
                    {"grow_backoff_until", grow_backoff_until},
                    {"metrics_received", metrics_received},
                    {"samples_done", samples_done}, {"total_samples", total_samples},
+                   {"metrics_at", metrics_at}, {"lr_factor", lr_factor},
+                   {"target_batch", target_batch}, {"batch_command", batch_command},
+                   {"batch_command_at", batch_command_at},
                    {"samples", samples_json}};
   if (efficiency) {
     j["efficiency"] = {efficiency->init_batch, efficiency->grad_sqr, efficiency->grad_var};
@@ -127,6 +137,11 @@ ElasticJob ElasticJob::FromJson(const nlohmann::json& j) {
   job.metrics_received = j.value("metrics_received", int64_t{0});
   job.samples_done = j.value("samples_done", int64_t{0});
   job.total_samples = j.value("total_samples", int64_t{0});
+  job.metrics_at = j.value("metrics_at", 0.0);
+  job.lr_factor = j.value("lr_factor", 1.0);
+  job.target_batch = j.value("target_batch", int64_t{0});
+  job.batch_command = j.value("batch_command", int64_t{0});
+  job.batch_command_at = j.value("batch_command_at", 0.0);
   for (const auto& s : j.value("samples", nlohmann::json::array())) {
     job.samples.push_back({s.at(0).get<int>(), s.at(1).get<int>(), s.at(2).get<double>(), s.at(3).get<double>()});
   }
@@ -460,14 +475,14 @@ nlohmann::json Controller::OnMetrics(uid_t uid, const Json& msg) {
   };
   if (int64_t done = count("samples"); done > 0) job.samples_done = done;
   if (int64_t total = count("total_samples"); total > 0) job.total_samples = total;
-  double sqr = Field<double>(msg, "grad_sqr", 0.0);
-  double var = Field<double>(msg, "grad_var", 0.0);
-  if (sqr > 0 && var >= 0 && global_batch > 0) {
-    // Statistics at the current batch B, re-expressed at B0 = the job's minimum batch:
-    // the noise variance scales as 1/batch.
-    double b0 = static_cast<double>(job.SpecInt("batch_min", static_cast<int>(global_batch)));
-    job.efficiency = optimizer::EfficiencyParams{b0, sqr, var * static_cast<double>(global_batch) / b0};
+  // grad_sqr = |g|^2 and grad_var = tr(Sigma) per sample, expressed at B0 = the job's minimum
+  // batch (its current one without bounds); kept until the runtime measures them again.
+  const double b0 = static_cast<double>(job.SpecInt("batch_min", static_cast<int>(std::max<int64_t>(global_batch, 1))));
+  if (auto eff = EfficiencyFromMetrics(Field<double>(msg, "grad_sqr", 0.0), Field<double>(msg, "grad_var", 0.0), b0)) {
+    job.efficiency = eff;
   }
+  if (double lr = Field<double>(msg, "lr_factor", 0.0); std::isfinite(lr) && lr > 0) job.lr_factor = lr;
+  job.metrics_at = Now();
   ++job.metrics_received;
   SaveJob(job);
   return Json::object();
@@ -539,7 +554,15 @@ nlohmann::json Controller::OnAck(uid_t uid, const Json& msg) {
       SaveExtension(*e);
     }
   }
+  if (action == "set_batch") {
+    if (job.batch_command == cmd) job.batch_command = 0;
+    if (ok) {
+      job.last_rescale_at = now;  // a batch change counts for min_rescale_interval too
+      Audit(uid, "batch_set", job.id, {{"from", job.batch}, {"to", msg.value("global_batch", Json())}});
+    }
+  }
   if (msg.contains("global_batch") && msg["global_batch"].is_number_integer()) job.batch = msg["global_batch"];
+  if (double lr = Field<double>(msg, "lr_factor", 0.0); std::isfinite(lr) && lr > 0) job.lr_factor = lr;
   SaveJob(job);
   return Json::object();
 }
@@ -556,8 +579,9 @@ nlohmann::json Controller::OnReady(uid_t uid, const Json& msg) {
   int from = CurrentGpus(job);
   e->state = "joining";
   SaveExtension(*e);
+  // The batch the plan chose for the size the job grows to (the current one when it chose none).
   QueueCommand(job.id, {{"action", "grow"}, {"group", group}, {"join_token", e->token}, {"gpus", from + e->gpus},
-                        {"global_batch", job.batch}});
+                        {"global_batch", job.target_batch > 0 ? job.target_batch : job.batch}});
   db_->Run("INSERT INTO rescales (job_id, kind, grp, from_gpus, to_gpus, requested_at) VALUES (?, 'grow', ?, ?, ?, ?)",
            {int64_t{job.id}, int64_t{group}, int64_t{from}, int64_t{from + e->gpus}, Now()});
   Audit(uid, "grow", job.id, {{"group", group}, {"from", from}, {"to", from + e->gpus}, {"node", e->node}});
@@ -598,6 +622,10 @@ nlohmann::json Controller::OnStatus(uid_t, const Json&) {
                     {"planned_gpus", PlannedGpus(job)},
                     {"max_gpus", job.SpecInt("gpus_max", job.base_gpus)},
                     {"batch", job.batch},
+                    {"batch_elastic", BatchElastic(job)},
+                    {"lr_scaling", job.spec.value("lr_scaling", Json("none"))},
+                    {"lr_factor", job.lr_factor},
+                    {"noise_scale", job.efficiency ? Json(NoiseScaleJson(*job.efficiency)) : Json()},
                     {"rescales", job.rescales},
                     {"paused", job.paused},
                     {"launcher_ready", job.launcher.is_object()},
@@ -819,67 +847,11 @@ Status Controller::SubmitExtension(ElasticJob& job, const std::string& node, int
   return Status::Ok();
 }
 
-// ---------------------------------------------------------------- options
-std::vector<optimizer::Option> Controller::JobOptions(const ElasticJob& job, int max_gpus, int gpus_per_node) const {
-  std::vector<optimizer::Option> options;
-  const int base = job.base_gpus;
-  const int step = std::max(1, job.SpecInt("gpu_step", 1));
-  std::optional<optimizer::GoodputModel> model;
-  optimizer::Job spec_job;
-  spec_job.min_gpus = base;
-  spec_job.max_gpus = max_gpus;
-  spec_job.gpu_step = step;
-  spec_job.min_batch = job.SpecInt("batch_min", 1);
-  spec_job.max_batch = job.SpecInt("batch_max", INT32_MAX);
-  spec_job.min_local_batch = job.SpecInt("local_batch_min", 1);
-  spec_job.max_local_batch = job.SpecInt("local_batch_max", INT32_MAX);
-  spec_job.accumulation = true;
-  // One GPU count cannot separate a step's fixed cost from its per-sample cost, and a fit then
-  // predicts anything: until the job has run at two sizes, the prior below decides.
-  std::set<int> sizes;
-  for (const auto& smp : job.samples) sizes.insert(smp.gpus);
-  if (sizes.size() >= 2) {
-    double now = Now();
-    if (!job.fit || sizes.size() > job.fit_sizes || job.samples.size() >= 2 * job.fit_samples || now - job.fit_at > 300) {
-      auto fitted = optimizer::FitPollux(job.samples);
-      job.fit = fitted.ok() ? std::optional<optimizer::PolluxParams>(fitted.value()) : std::nullopt;
-      job.fit_samples = job.samples.size();
-      job.fit_sizes = sizes.size();
-      job.fit_at = now;
-    }
-    if (job.fit) {
-      auto tp = std::make_shared<optimizer::PolluxThroughput>(
-          std::map<std::string, optimizer::PolluxParams>{{job.gpu_type, *job.fit}});
-      optimizer::EfficiencyParams eff =
-          job.efficiency.value_or(optimizer::EfficiencyParams{static_cast<double>(spec_job.min_batch), 1.0, 0.0});
-      model.emplace(tp, eff);
-    }
-  }
-  auto nodes_for = [&](int n) { return std::max(1, (n + gpus_per_node - 1) / gpus_per_node); };
-  double base_goodput = 0;
-  if (model) {
-    auto b = model->BestBatch(spec_job, {job.gpu_type, nodes_for(base), base});
-    if (b) base_goodput = b->goodput;
-  }
-  for (int n = base; n <= max_gpus; n += step) {
-    optimizer::Option o;
-    o.gpu_type = job.gpu_type;
-    o.gpus = n;
-    if (model && base_goodput > 0) {
-      auto b = model->BestBatch(spec_job, {job.gpu_type, nodes_for(n), n});
-      if (!b) continue;
-      o.batch = b->batch;
-      o.utility = b->goodput / base_goodput;
-    } else {
-      // No measurement yet: an optimistic prior (Pollux's), near-linear speed-up that loses 5%
-      // per doubling, so that free GPUs are used and measured data corrects it.
-      double r = static_cast<double>(n) / base;
-      o.utility = r * std::pow(0.95, std::log2(r));
-      o.batch = job.batch;
-    }
-    options.push_back(o);
-  }
-  return options;
+void Controller::QueueBatchChange(ElasticJob& job, int64_t batch, int gpus, const Json& decision) {
+  job.batch_command = QueueCommand(job.id, {{"action", "set_batch"}, {"global_batch", batch}});
+  job.batch_command_at = Now();
+  SaveJob(job);
+  Audit(std::nullopt, "set_batch", job.id, {{"from", job.batch}, {"to", batch}, {"gpus", gpus}, {"gain", decision["gain"]}});
 }
 
 // ---------------------------------------------------------------- epoch
@@ -970,6 +942,9 @@ EpochResult Controller::Epoch(const std::vector<NodeInfo>& nodes, const std::vec
   optimizer::Snapshot snap;
   std::vector<uint32_t> elastic_order;
   std::map<std::string, int> account_ext;  // extension GPUs per account
+  std::set<uint32_t> frozen_jobs;          // elastic jobs that may not change this epoch
+  std::map<uint32_t, double> finishing;    // jobs not grown because they are about to finish: time left
+  std::map<uint32_t, std::map<int, int64_t>> batch_at;  // each elastic job's batch per GPU count (its options)
   for (const auto& [id, e] : extensions_) account_ext[e.account] += e.gpus;
   // Rigid running jobs are fixed load; elastic jobs on unusable nodes keep what they hold.
   for (const auto& j : sjobs) {
@@ -991,9 +966,19 @@ EpochResult Controller::Epoch(const std::vector<NodeInfo>& nodes, const std::vec
     oj.rescales = job.rescales;
     bool in_flight = false;
     for (const auto& [eid, e] : extensions_) in_flight = in_flight || (e.parent == id && e.InFlight());
-    bool frozen = job.paused || paused_all_ || !job.launcher.is_object() || in_flight ||
+    // A set_batch not acknowledged (one the runtime ignored for ready_timeout no longer counts).
+    bool batch_pending = job.batch_command != 0 && now - job.batch_command_at <= config_.ready_timeout_s;
+    bool frozen = job.paused || paused_all_ || !job.launcher.is_object() || in_flight || batch_pending ||
                   now - job.last_rescale_at < config_.min_rescale_interval_s;
-    bool may_grow = now >= job.grow_backoff_until;
+    if (frozen) frozen_jobs.insert(id);
+    // A job grows once its program trains (it reported a step: its speed at the base size is
+    // measured) and not when it is about to finish: an extension would join too late to pay off,
+    // or be scheduled after its parent ended (docs/admin-guide.md, extensions.min_time_left).
+    bool may_grow = now >= job.grow_backoff_until && job.metrics_received > 0;
+    if (auto left = TimeLeftAtCurrentSize(job, now); left && *left < config_.MinTimeLeftS()) {
+      may_grow = false;
+      finishing[id] = *left;
+    }
     int max_gpus = job.SpecInt("gpus_max", job.base_gpus);
     int64_t cap = config_.default_account_extension_gpus;
     if (auto it = config_.account_extension_gpus.find(job.account); it != config_.account_extension_gpus.end()) cap = it->second;
@@ -1011,11 +996,17 @@ EpochResult Controller::Epoch(const std::vector<NodeInfo>& nodes, const std::vec
     } else {
       oj.max_gpus = may_grow ? max_gpus : planned;
       // Option tables change only with the job's model or bounds: reuse them for a minute.
-      auto key = std::make_tuple(oj.max_gpus, gpn, job.fit_at, job.batch);
+      // Inputs of the table: the bounds, the sizes measured (a second one makes the model), the
+      // fit, the batch, and the noise scale in 5% steps (the best batches move with it).
+      const double noise = job.efficiency ? NoiseScale(*job.efficiency) : 0.0;
+      const int noise_key = std::isfinite(noise) && noise > 0 ? static_cast<int>(std::lround(20 * std::log(noise))) : -1;
+      std::set<int> sizes;
+      for (const auto& smp : job.samples) sizes.insert(smp.gpus);
+      auto key = std::make_tuple(oj.max_gpus, gpn, job.fit_at, job.batch, noise_key, static_cast<int>(sizes.size()));
       if (job.options_cache && job.options_key == key && now - job.options_at < 60) {
         oj.options = *job.options_cache;
       } else {
-        oj.options = JobOptions(job, oj.max_gpus, gpn);
+        oj.options = JobOptions(job, oj.max_gpus, gpn, now);
         job.options_cache = oj.options;
         job.options_key = key;
         job.options_at = now;
@@ -1038,6 +1029,9 @@ EpochResult Controller::Epoch(const std::vector<NodeInfo>& nodes, const std::vec
         if (o.gpus == planned) o.utility *= 1.0 + config_.min_gain;
       }
       if (oj.options.empty()) oj.options = {{job.gpu_type, planned, job.batch, 1.0}};
+    }
+    for (const auto& o : oj.options) {
+      if (o.batch > 0) batch_at[id][o.gpus] = o.batch;
     }
     oj.allowed_types = {job.gpu_type};
     snap.jobs.push_back(std::move(oj));
@@ -1169,7 +1163,16 @@ EpochResult Controller::Epoch(const std::vector<NodeInfo>& nodes, const std::vec
         draining.push_back(eid);
       }
     }
-    nlohmann::json d{{"job", id}, {"current", current}, {"target", target}};
+    // The global batch the plan chose for the target size (the current batch when it chose none).
+    const int64_t target_batch =
+        planned && ait != assignment.end() && !ait->second->pending && ait->second->batch > 0 ? ait->second->batch : job.batch;
+    nlohmann::json d{{"job", id}, {"current", current}, {"target", target}, {"batch", job.batch}, {"target_batch", target_batch}};
+    if (auto f = finishing.find(id); f != finishing.end()) d["time_left_s"] = f->second;  // not grown
+    // The batch of the job's options at n GPUs (its current batch where it has none).
+    auto batch_for = [&](int n) {
+      auto it = batch_at[id].find(n);
+      return it != batch_at[id].end() ? it->second : job.batch;
+    };
     if (target > current) {
       d["action"] = "grow";
       int need = target - current;
@@ -1201,13 +1204,38 @@ EpochResult Controller::Epoch(const std::vector<NodeInfo>& nodes, const std::vec
       }
       for (auto& k : skipped) order.insert(k);
       d["groups"] = groups;
+      if (need > 0) {
+        // Nodes had fewer free GPUs than the plan (they free up when other jobs shrink): the job
+        // grows to what they had, with the batch of that size.
+        d["wanted"] = target;
+        d["target"] = target - need;
+        d["target_batch"] = batch_for(target - need);
+      }
+      if (!dry_run) job.target_batch = d["target_batch"].get<int64_t>();  // the grow commands carry it (OnReady)
+      if (groups.empty()) {
+        // None at all: the job keeps its size this epoch, and may change its batch at that size.
+        if (DecideBatchChange(job, current, batch_for(current), frozen_jobs.count(id) > 0 || finishing.count(id) > 0,
+                              gpus_per_node.count(job.gpu_type) ? gpus_per_node[job.gpu_type] : 1, config_.min_gain,
+                              now, d) &&
+            !dry_run) {
+          QueueBatchChange(job, batch_for(current), current, d);
+        }
+      }
     } else if (target < current || !draining.empty()) {
       d["action"] = "shrink";
       std::vector<Extension*> groups;
       for (auto& [eid, e] : extensions_) {
         if (e.parent == id && e.Active() && e.state != "leaving") groups.push_back(&e);
       }
-      std::sort(groups.begin(), groups.end(), [](Extension* a, Extension* b) { return a->group > b->group; });
+      // Groups leave in reverse order of joining (the runtime refuses any other): those not yet
+      // joined first, then the latest joined. Two extensions ready in the same epoch may join in
+      // either order, so the order of group ids is not the order of joining.
+      std::sort(groups.begin(), groups.end(), [](Extension* a, Extension* b) {
+        const bool a_in = a->state == "joined", b_in = b->state == "joined";
+        if (a_in != b_in) return !a_in;
+        if (a_in && a->joined_at != b->joined_at) return a->joined_at > b->joined_at;
+        return a->group > b->group;
+      });
       int level = current;
       nlohmann::json leaving = nlohmann::json::array();
       std::vector<Extension*> chosen;
@@ -1225,7 +1253,7 @@ EpochResult Controller::Epoch(const std::vector<NodeInfo>& nodes, const std::vec
             int from = CurrentGpus(job);
             e->state = "leaving";
             SaveExtension(*e);
-            QueueCommand(id, {{"action", "shrink"}, {"group", e->group}, {"gpus", from - e->gpus}, {"global_batch", job.batch}});
+            QueueCommand(id, {{"action", "shrink"}, {"group", e->group}, {"gpus", from - e->gpus}, {"global_batch", target_batch}});
             db_->Run("INSERT INTO rescales (job_id, kind, grp, from_gpus, to_gpus, requested_at) VALUES (?, 'shrink', ?, ?, ?, ?)",
                      {int64_t{id}, int64_t{e->group}, int64_t{from}, int64_t{from - e->gpus}, now});
             Audit(std::nullopt, "shrink", id, {{"group", e->group}, {"from", from}, {"to", from - e->gpus}});
@@ -1234,8 +1262,11 @@ EpochResult Controller::Epoch(const std::vector<NodeInfo>& nodes, const std::vec
           }
         }
       }
-    } else {
-      d["action"] = "stay";
+    } else if (DecideBatchChange(job, current, target_batch, frozen_jobs.count(id) > 0 || finishing.count(id) > 0,
+                                 gpus_per_node.count(job.gpu_type) ? gpus_per_node[job.gpu_type] : 1,
+                                 config_.min_gain, now, d) &&
+               !dry_run) {
+      QueueBatchChange(job, target_batch, current, d);
     }
     decisions.push_back(d);
   }

@@ -53,6 +53,11 @@ struct ElasticJob {
   // with the last step-time sample's speed, the remaining-time objective's inputs.
   int64_t samples_done = 0;
   int64_t total_samples = 0;
+  double metrics_at = 0;      // when the last metrics message arrived (0: none yet)
+  double lr_factor = 1.0;     // the runtime's learning-rate factor at its current batch (metrics, ack)
+  int64_t target_batch = 0;   // the global batch the last plan chose for the size the job grows to (0: none)
+  int64_t batch_command = 0;  // a set_batch command not yet acknowledged (0: none), queued at batch_command_at
+  double batch_command_at = 0;
   std::vector<optimizer::StepSample> samples;  // recent step-time observations
   std::optional<optimizer::EfficiencyParams> efficiency;
   // The step-time model fitted from `samples` (not persisted: refitted after a restart). Fitting
@@ -64,7 +69,7 @@ struct ElasticJob {
   mutable double fit_at = 0;
   // The option table of the last epoch, reused while its inputs are the same (see Epoch()).
   mutable std::optional<std::vector<optimizer::Option>> options_cache;
-  mutable std::tuple<int, int, double, int64_t> options_key{};
+  mutable std::tuple<int, int, double, int64_t, int, int> options_key{};
   mutable double options_at = 0;
 
   nlohmann::json ToJson() const;
@@ -157,7 +162,8 @@ class Controller {
   Extension* FindExtension(uint32_t parent, int group);
   Extension* FindExtensionBySlurmJob(uint32_t slurm_job);
   Status SubmitExtension(ElasticJob& job, const std::string& node, int gpus);
-  std::vector<optimizer::Option> JobOptions(const ElasticJob& job, int max_gpus, int gpus_per_node) const;
+  // Queues set_batch for `job` at `gpus` GPUs (DecideBatchChange said so in `decision`).
+  void QueueBatchChange(ElasticJob& job, int64_t batch, int gpus, const Json& decision);
   void LoadState();
   // Jobs whose batch script ended with kExitWorldLost (75): requeued once Slurm has cleaned them
   // up, unless recovery.restart_world_lost is off or they were restarted max_restarts times.

@@ -92,8 +92,8 @@ int ShowStatus(const Options& o) {
   }
   std::printf("policy %s, epoch %s every %ss%s\n", reply.value("policy", "?").c_str(), reply["epoch"].dump().c_str(),
               reply["epoch_s"].dump().c_str(), reply.value("paused", false) ? ", ALL ELASTIC ACTIONS PAUSED" : "");
-  std::printf("%8s %-10s %-10s %-6s %5s %5s %5s %8s %8s %-8s %s\n", "JOBID", "USER", "ACCOUNT", "TYPE", "GPUS", "BASE",
-              "MAX", "BATCH", "RESCALES", "STATE", "EXTENSIONS");
+  std::printf("%8s %-10s %-10s %-6s %5s %5s %5s %8s %7s %7s %8s %-8s %s\n", "JOBID", "USER", "ACCOUNT", "TYPE", "GPUS",
+              "BASE", "MAX", "BATCH", "LR", "NOISE", "RESCALES", "STATE", "EXTENSIONS");
   for (const auto& j : reply["jobs"]) {
     std::string exts;
     for (const auto& e : j["extensions"]) {
@@ -101,10 +101,20 @@ int ShowStatus(const Options& o) {
               e.value("state", "?") + ")";
     }
     std::string state = j.value("paused", false) ? "paused" : (j.value("launcher_ready", false) ? "elastic" : "starting");
-    std::printf("%8s %-10s %-10s %-6s %5s %5s %5s %8s %8s %-8s %s\n", j["job_id"].dump().c_str(),
+    // BATCH ends in '*' when elasticd chooses it (--elastic-batch); LR is the runtime's learning-rate
+    // factor; NOISE the measured gradient noise scale ('-': not measured yet).
+    const std::string batch = (j.value("batch", 0) > 0 ? j["batch"].dump() : "-") + (j.value("batch_elastic", false) ? "*" : "");
+    char lr[32], noise[32] = "-";
+    std::snprintf(lr, sizeof lr, "x%.2f", j.value("lr_factor", 1.0));
+    if (j.contains("noise_scale") && j["noise_scale"].is_number()) {
+      std::snprintf(noise, sizeof noise, "%.0f", j["noise_scale"].get<double>());
+    } else if (j.contains("noise_scale") && j["noise_scale"].is_string()) {
+      std::snprintf(noise, sizeof noise, "%s", j["noise_scale"].get<std::string>().c_str());
+    }
+    std::printf("%8s %-10s %-10s %-6s %5s %5s %5s %8s %7s %7s %8s %-8s %s\n", j["job_id"].dump().c_str(),
                 j.value("user", "").c_str(), j.value("account", "").c_str(), j.value("gpu_type", "").c_str(),
-                j["gpus"].dump().c_str(), j["base_gpus"].dump().c_str(), j["max_gpus"].dump().c_str(),
-                j["batch"].dump().c_str(), j["rescales"].dump().c_str(), state.c_str(), exts.empty() ? "-" : exts.c_str());
+                j["gpus"].dump().c_str(), j["base_gpus"].dump().c_str(), j["max_gpus"].dump().c_str(), batch.c_str(), lr,
+                noise, j["rescales"].dump().c_str(), state.c_str(), exts.empty() ? "-" : exts.c_str());
   }
   return kOk;
 }

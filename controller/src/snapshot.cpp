@@ -143,6 +143,7 @@ RecordedSnapshot GenerateSnapshot(int nodes, int gpus_per_node, int types, int e
     e.launcher = {{"rendezvous_uri", "x"}, {"argv", {"train"}}, {"cwd", "/tmp"}, {"env", nlohmann::json::object()}};
     e.registered_at = now - 3600;
     e.batch = 256;
+    e.metrics_received = 10;  // its program trains (elasticd grows only such jobs)
     // Half the jobs have measured step times at two sizes (fitted models), the rest the prior.
     if (k % 2 == 0) {
       double a = 0.05 + static_cast<double>(rng() % 100) / 1000.0;

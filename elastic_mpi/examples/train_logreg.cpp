@@ -50,6 +50,7 @@ struct Options {
   std::uint64_t seed = 42;
   int sleep_ms = 0;  // extra time per step (the join test needs a slow trainer)
   int compute_us_per_sample = 0;  // emulated accelerator time per local sample (scales with the world)
+  int sync_ms = 0;  // emulated gradient synchronisation per step with more than one rank (does not scale)
   std::string model_out;
   std::string ids_dir;
   std::string verify_ids;
@@ -72,6 +73,7 @@ void Usage() {
   std::fprintf(stderr,
                "usage: elastic-train-logreg [--samples N] [--features D] [--epochs E] [--batch B]\n"
                "         [--lr X] [--momentum X] [--seed S] [--sleep-ms MS] [--compute-us-per-sample US]\n"
+               "         [--sync-ms MS]\n"
                "         [--model-out FILE] [--ids-dir DIR] [--checkpoint FILE] [--restore-from FILE]\n"
                "         [--resume]\n"
                "         [--stop-at-step N] [--state-mb MB] [--die-at-step N --die-group G]\n"
@@ -110,6 +112,7 @@ bool Parse(int argc, char** argv, Options* o) {
     else if (a == "--seed") o->seed = std::strtoull(v, nullptr, 10);
     else if (a == "--sleep-ms") o->sleep_ms = std::atoi(v);
     else if (a == "--compute-us-per-sample") o->compute_us_per_sample = std::atoi(v);
+    else if (a == "--sync-ms") o->sync_ms = std::atoi(v);
     else if (a == "--model-out") o->model_out = v;
     else if (a == "--ids-dir") o->ids_dir = v;
     else if (a == "--verify-ids") o->verify_ids = v;
@@ -125,7 +128,22 @@ bool Parse(int argc, char** argv, Options* o) {
       return false;
     }
   }
-  return o->samples > 0 && o->features > 0 && o->batch > 0;
+  return o->samples > 0 && o->features > 0 && o->batch > 0 && o->sync_ms >= 0 && o->compute_us_per_sample >= 0;
+}
+
+// "noise scale N" from the session's gradient statistics (tr(Sigma) / |g|^2, the batch at which
+// gradient noise and signal are equal), or why there is none.
+std::string NoiseText(const elastic::mpi::GradientNoise& noise) {
+  if (!noise.valid()) return "gradient noise not measured (it needs two ranks)";
+  char buf[128];
+  if (const auto scale = noise.noise_scale()) {
+    std::snprintf(buf, sizeof buf, "gradient noise scale %.0f (|g|^2 %.3g, tr(Sigma) %.3g)", *scale, noise.grad_sqr(),
+                  noise.grad_var());
+  } else {
+    std::snprintf(buf, sizeof buf, "gradient noise scale above what the estimator resolves (|g|^2 ~ 0, tr(Sigma) %.3g)",
+                  noise.grad_var());
+  }
+  return buf;
 }
 
 // The synthetic data set: x uniform in [-1, 1]^D, y = sign(w* . x + 0.3 * noise), w* from the seed.
@@ -317,6 +335,12 @@ int Train(int argc, char** argv, const Options& o) {
       return failure_code(changed.status());
     }
     if (session->should_stop()) break;
+    if (changed.value() && session->rank() == 0) {  // the batch and learning rate the job now trains with
+      std::fprintf(stderr, "elastic-train-logreg: step %llu: world %d, batch %llu, lr %.4g (%.4g x factor %.3f), %s\n",
+                   static_cast<unsigned long long>(session->step()), session->size(),
+                   static_cast<unsigned long long>(session->global_batch()), o.lr * session->lr_factor(), o.lr,
+                   session->lr_factor(), NoiseText(session->gradient_noise()).c_str());
+    }
     if (sharder.cursor().epoch >= o.epochs) break;  // identical on every rank
     if (o.stop_at_step > 0 && session->step() >= o.stop_at_step) {
       // Checkpoint-restart as a rigid job would do it: the event's time starts the pause.
@@ -363,6 +387,10 @@ int Train(int argc, char** argv, const Options& o) {
       w[j] -= lr * velocity[j];
     }
     if (o.sleep_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(o.sleep_ms));
+    if (o.sync_ms > 0 && session->size() > 1) {
+      // What the gradient allreduce of a larger model would take: the same for any batch.
+      std::this_thread::sleep_for(std::chrono::milliseconds(o.sync_ms));
+    }
     if (o.compute_us_per_sample > 0) {
       // What a GPU would spend on this rank's share: more ranks, shorter steps.
       std::this_thread::sleep_for(std::chrono::microseconds(
@@ -391,9 +419,10 @@ int Train(int argc, char** argv, const Options& o) {
     for (const auto& [e, s] : processed) out << e << ' ' << s << '\n';
   }
   if (!session->should_stop() && session->rank() == 0) {
-    std::fprintf(stderr, "elastic-train-logreg: done: %llu steps, world %d, loss %.6f, grad_sqr %.4g, grad_var %.4g\n",
-                 static_cast<unsigned long long>(session->step()), session->size(), last_loss,
-                 session->gradient_noise().grad_sqr(), session->gradient_noise().grad_var());
+    std::fprintf(stderr, "elastic-train-logreg: done: %llu steps, world %d, batch %llu, loss %.6f, %s\n",
+                 static_cast<unsigned long long>(session->step()), session->size(),
+                 static_cast<unsigned long long>(session->global_batch()), last_loss,
+                 NoiseText(session->gradient_noise()).c_str());
     if (!o.model_out.empty()) {
       std::ofstream out(o.model_out);
       out.precision(17);

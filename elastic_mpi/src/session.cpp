@@ -121,7 +121,8 @@ class ControllerSink final : public MetricsSink {
                          {"step_time_s", sum_ / static_cast<double>(count_)},
                          {"grad_sqr", m.grad_sqr},
                          {"grad_var", m.grad_var},
-                         {"samples", m.samples}};
+                         {"samples", m.samples},
+                         {"lr_factor", m.lr_factor}};
       if (total_samples_ > 0) msg["total_samples"] = static_cast<std::uint64_t>(total_samples_);
       link_->Call(std::move(msg));
       sum_ = 0;
@@ -570,6 +571,11 @@ struct Session::Impl {
     }
   }
 
+  // The learning-rate factor of the job's rule at global batch b (section "Learning-rate rules").
+  double LrFactorAt(std::uint64_t b) const {
+    return LrFactor(options.lr_rule, static_cast<double>(b), static_cast<double>(base_batch), noise);
+  }
+
   std::uint64_t ClampBatch(std::uint64_t b) const {
     if (options.batch_min) b = std::max(b, *options.batch_min);
     if (options.batch_max) b = std::min(b, *options.batch_max);
@@ -660,7 +666,7 @@ struct Session::Impl {
     nlohmann::json phases = last.phases;
     phases["pause_s"] = last.pause_s;
     nlohmann::json ack{{"type", "ack"}, {"command", c.id}, {"ok", ok}, {"error", error}, {"phases", phases},
-                       {"gpus", size}, {"global_batch", global_batch}};
+                       {"gpus", size}, {"global_batch", global_batch}, {"lr_factor", LrFactorAt(global_batch)}};
     acks[c.id] = ack;
     if (link) link->Call(ack);
   }
@@ -1259,7 +1265,8 @@ Result<bool> Session::RescalePoint() {
   if (s.rank == 0 && !s.left) {
     Log(LogLevel::kInfo, kComponent, s.last.what, s.last.ok ? "" : " FAILED", " at step ", s.step, ": ",
         s.last.old_size, " -> ", s.last.new_size, " ranks, batch ", s.last.old_batch, " -> ",
-        s.last.new_batch, ", pause ", s.last.pause_s, " s");
+        s.last.new_batch, ", lr factor ", s.LrFactorAt(s.last.old_batch), " -> ", s.LrFactorAt(s.last.new_batch),
+        ", pause ", s.last.pause_s, " s");
     for (const auto& sink : s.sinks) sink->OnRescale(s.last.what, s.size, s.last.pause_s);
     s.AckCurrent(s.last.ok, s.last.error);
     if (s.signalled_leave != 0 && s.link) {  // a group left on SIGTERM: elasticd did not ask for it

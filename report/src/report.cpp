@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <tuple>
 
 #include "elastic/report/period.h"
 
@@ -197,7 +198,7 @@ Report BuildReport(const std::vector<SacctRecord>& sacct, const Journal* journal
     JobUsage& u = r.job_number ? by_number[r.job_number] : by_text[r.job_id];
     if (u.job_id.empty()) {
       u.id = r.job_number;
-      u.job_id = r.job_id;
+      u.job_id = r.display_id;  // array tasks as sacct and squeue name them (12_0)
       u.name = r.name;
       u.user = r.user;
       u.account = r.account;
@@ -295,9 +296,14 @@ Report BuildReport(const std::vector<SacctRecord>& sacct, const Journal* journal
     rep.groups.push_back(g);
   }
   if (o.by == GroupBy::kJob) {
-    std::stable_sort(rep.groups.begin(), rep.groups.end(), [](const GroupRow& a, const GroupRow& b) {
-      return a.group.size() != b.group.size() ? a.group.size() < b.group.size() : a.group < b.group;
-    });
+    // Numerically, an array's tasks (12_0, 12_1, ..., 12_10) after job 12 and in task order.
+    auto parts = [](const std::string& id) {
+      const size_t us = id.find('_');
+      const std::string job = id.substr(0, us), task = us == std::string::npos ? "" : id.substr(us + 1);
+      return std::make_tuple(job.size(), job, task.size(), task);
+    };
+    std::stable_sort(rep.groups.begin(), rep.groups.end(),
+                     [&](const GroupRow& a, const GroupRow& b) { return parts(a.group) < parts(b.group); });
   }
   rep.jobs = std::move(jobs);
   return rep;

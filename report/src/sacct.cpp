@@ -14,7 +14,7 @@
 namespace elastic::report {
 
 const char* const kSacctFormat =
-    "JobIDRaw,User,Account,Partition,AllocTRES,ElapsedRaw,Submit,Eligible,Start,End,State,AdminComment,JobName";
+    "JobIDRaw,User,Account,Partition,AllocTRES,ElapsedRaw,Submit,Eligible,Start,End,State,AdminComment,JobID,JobName";
 
 namespace {
 
@@ -121,6 +121,7 @@ Result<std::vector<SacctRecord>> ParseSacct(std::string_view text) {
     }
     r.state = std::string(f[10]);
     r.admin_comment = std::string(f[11]);
+    r.display_id = f[12].empty() ? r.job_id : std::string(f[12]);
     // JobName is last: a '|' in it must not shift the other fields.
     size_t name_at = 0;
     for (int i = 0; i < kSacctFields - 1; ++i) name_at += f[static_cast<size_t>(i)].size() + 1;

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <map>
+#include <tuple>
 
 #include "controller.h"
 #include "db.h"
@@ -92,8 +93,8 @@ TEST(ControllerEpochTest, RemainingTimeObjectiveFavoursTheJobAboutToFinish) {
       snap.registry[k]["base_gpus"] = 1;
       snap.registry[k]["spec"]["gpus_min"] = 1;
       snap.registry[k]["spec"]["gpus_max"] = 4;
-      snap.registry[k]["total_samples"] = 1000000;
-      snap.registry[k]["samples_done"] = k == short_job ? 900000 : 0;
+      snap.registry[k]["total_samples"] = 100000000;
+      snap.registry[k]["samples_done"] = k == short_job ? 90000000 : 0;
       snap.jobs[k].gpus = 1;
       snap.jobs[k].nodes = snap.nodes[0].name;
     }
@@ -108,6 +109,301 @@ TEST(ControllerEpochTest, RemainingTimeObjectiveFavoursTheJobAboutToFinish) {
     EXPECT_EQ(target[s_id], 3) << r.plan.dump();
     EXPECT_EQ(target[l_id], 1) << r.plan.dump();
   }
+}
+
+// Two nodes of 4 GPUs, one elastic job at 1 GPU (up to 4) on each, the same step-time samples.
+RecordedSnapshot TwoJobsTwoNodes() {
+  RecordedSnapshot snap = GenerateSnapshot(2, 4, 1, 2, 0, 3);
+  EXPECT_EQ(snap.registry.size(), 2u);
+  snap.registry[1]["samples"] = snap.registry[0]["samples"];
+  snap.registry[1]["efficiency"] = snap.registry[0]["efficiency"];
+  for (int k : {0, 1}) {
+    snap.registry[k]["base_gpus"] = 1;
+    snap.registry[k]["spec"]["gpus_min"] = 1;
+    snap.registry[k]["spec"]["gpus_max"] = 4;
+    snap.jobs[static_cast<size_t>(k)].gpus = 1;
+    snap.jobs[static_cast<size_t>(k)].nodes = snap.nodes[static_cast<size_t>(k)].name;
+    snap.nodes[static_cast<size_t>(k)].gpus_used = 1;
+  }
+  return snap;
+}
+
+TEST(ControllerEpochTest, AJobAboutToFinishIsNotGrown) {
+  // Job 0 has a few seconds of training left at its speed, job 1 hours: with the default
+  // extensions.min_time_left (two epochs) only job 1 grows; with 0 both do.
+  RecordedSnapshot snap = TwoJobsTwoNodes();
+  const auto& last = snap.registry[0]["samples"].back();  // [nodes, gpus, local batch, step time]
+  const double rate = last[1].get<double>() * last[2].get<double>() / last[3].get<double>();
+  for (int k : {0, 1}) {
+    snap.registry[k]["total_samples"] = 100000000;
+    snap.registry[k]["samples_done"] = k == 0 ? static_cast<int64_t>(100000000 - 5 * rate) : 0;
+  }
+  for (double min_time_left : {-1.0, 0.0}) {
+    ControllerConfig cfg;
+    cfg.min_time_left_s = min_time_left;
+    EpochResult r = MakeController(snap, cfg)->Epoch(snap.nodes, snap.jobs, true);
+    std::map<uint32_t, nlohmann::json> d;
+    for (const auto& x : r.plan["decisions"]) d[x["job"].get<uint32_t>()] = x;
+    const uint32_t finishing = snap.registry[0]["id"], long_job = snap.registry[1]["id"];
+    EXPECT_EQ(d[long_job]["action"], "grow") << r.plan.dump();
+    EXPECT_FALSE(d[long_job].contains("time_left_s"));
+    if (min_time_left < 0) {
+      EXPECT_EQ(d[finishing]["action"], "stay") << r.plan.dump();
+      EXPECT_NEAR(d[finishing]["time_left_s"].get<double>(), 5.0, 0.5);
+    } else {
+      EXPECT_EQ(d[finishing]["action"], "grow") << r.plan.dump();
+    }
+  }
+}
+
+TEST(ControllerEpochTest, AJobGrowsOnceItsProgramReports) {
+  // Job 0's launcher registered but its program has not reported a step yet: its speed at the
+  // base size is unknown, and it stays; job 1 reported and grows.
+  RecordedSnapshot snap = TwoJobsTwoNodes();
+  snap.registry[0]["metrics_received"] = 0;
+  EpochResult r = MakeController(snap)->Epoch(snap.nodes, snap.jobs, true);
+  std::map<uint32_t, std::string> action;
+  for (const auto& d : r.plan["decisions"]) action[d["job"].get<uint32_t>()] = d["action"];
+  EXPECT_EQ(action[snap.registry[0]["id"].get<uint32_t>()], "stay") << r.plan.dump();
+  EXPECT_EQ(action[snap.registry[1]["id"].get<uint32_t>()], "grow") << r.plan.dump();
+}
+
+TEST(ControllerEpochTest, DecisionsCarryTheBatchOfTheTargetSize) {
+  // Measured step times T = 0.01 + 0.001 b at 1 and 2 GPUs (+0.04 s of synchronisation at 2) and
+  // a noise scale of 1000: the best batch grows with the GPU count. Job 0 has batch bounds and
+  // grows with the batch of its new size; job 1 has none and keeps its batch. At its largest size
+  // (gpus_max 1) job 0 changes its batch when that promises 5%, and only stays when paused.
+  RecordedSnapshot snap = TwoJobsTwoNodes();
+  nlohmann::json samples = nlohmann::json::array();
+  for (int g : {1, 2}) {
+    for (double lb : {64.0, 128.0, 256.0}) samples.push_back({1, g, lb, 0.01 + 0.001 * lb + (g > 1 ? 0.04 : 0.0)});
+  }
+  for (int k : {0, 1}) {
+    snap.registry[k]["samples"] = samples;
+    snap.registry[k]["efficiency"] = {64, 0.002, 2.0 / 64};  // tr(Sigma) 2, |g|^2 0.002
+    snap.registry[k]["batch"] = 128;
+  }
+  snap.registry[1]["spec"].erase("batch_min");
+  snap.registry[1]["spec"].erase("batch_max");
+  const uint32_t elastic = snap.registry[0]["id"], fixed = snap.registry[1]["id"];
+  auto decisions = [&](const RecordedSnapshot& s) {
+    std::map<uint32_t, nlohmann::json> d;
+    const EpochResult r = MakeController(s)->Epoch(s.nodes, s.jobs, true);
+    for (const auto& x : r.plan["decisions"]) d[x["job"].get<uint32_t>()] = x;
+    return d;
+  };
+  auto d = decisions(snap);
+  ASSERT_EQ(d[elastic]["action"], "grow") << d[elastic].dump();
+  EXPECT_EQ(d[elastic]["batch"], 128);
+  EXPECT_GT(d[elastic]["target_batch"].get<int64_t>(), 256) << d[elastic].dump();
+  ASSERT_EQ(d[fixed]["action"], "grow") << d[fixed].dump();
+  EXPECT_EQ(d[fixed]["target_batch"], 128);
+
+  // At 1 GPU (no synchronisation) the best batch is sqrt(0.01 * 1000 / 0.001) = 100: from 128 the
+  // gain is below 5%, from 512 it is 27%.
+  RecordedSnapshot at_max = snap;
+  at_max.registry[0]["spec"]["gpus_max"] = 1;
+  d = decisions(at_max);
+  EXPECT_EQ(d[elastic]["action"], "stay") << d[elastic].dump();
+  EXPECT_NEAR(d[elastic]["target_batch"].get<double>(), 100, 10);
+  at_max.registry[0]["batch"] = 512;
+  d = decisions(at_max);
+  EXPECT_EQ(d[elastic]["action"], "batch") << d[elastic].dump();
+  EXPECT_NEAR(d[elastic]["target_batch"].get<double>(), 100, 10);
+  EXPECT_NEAR(d[elastic]["gain"].get<double>(), 1.27, 0.03);
+  at_max.registry[0]["paused"] = true;
+  d = decisions(at_max);
+  EXPECT_EQ(d[elastic]["action"], "stay") << d[elastic].dump();
+}
+
+TEST(ControllerEpochTest, OptionsFollowTheMetricsOfASecondSize) {
+  // A job with batch bounds, measured at 1 GPU only: the prior keeps its batch (512). Metrics at
+  // 2 GPUs make its model (T = 0.01 + 0.001 b, +0.04 s at 2 GPUs; tr(Sigma) 2, |g|^2 0.002, noise
+  // scale 1000), whose best batch at 1 GPU is ~100: the next epoch changes the batch, although
+  // the option table of the first epoch is recent.
+  RecordedSnapshot snap = TwoJobsTwoNodes();
+  nlohmann::json samples = nlohmann::json::array();
+  for (double lb : {64.0, 128.0, 256.0}) samples.push_back({1, 1, lb, 0.01 + 0.001 * lb});
+  snap.registry[0]["samples"] = samples;
+  snap.registry[0]["efficiency"] = {64, 0.002, 2.0 / 64};  // what the metrics below say again
+  snap.registry[0]["batch"] = 512;
+  snap.registry[0]["spec"]["gpus_max"] = 1;
+  const uint32_t id = snap.registry[0]["id"];
+  auto ctl = MakeController(snap);
+  auto decision = [&] {
+    const EpochResult r = ctl->Epoch(snap.nodes, snap.jobs, true);
+    for (const auto& d : r.plan["decisions"]) {
+      if (d["job"] == id) return d;
+    }
+    return nlohmann::json();
+  };
+  nlohmann::json d = decision();
+  EXPECT_EQ(d["action"], "stay") << d.dump();
+  EXPECT_EQ(d["target_batch"], 512);
+  for (double lb : {64.0, 128.0, 256.0}) {
+    nlohmann::json reply = ctl->Handle(0, {{"v", 1}, {"type", "metrics"}, {"id", 1}, {"job", id}, {"gpus", 2},
+                                           {"global_batch", 512}, {"local_batch", lb}, {"accum_steps", 0},
+                                           {"step_time_s", 0.05 + 0.001 * lb}, {"grad_sqr", 0.002}, {"grad_var", 2.0},
+                                           {"samples", 1000}, {"lr_factor", 1.0}});
+    ASSERT_TRUE(reply.value("ok", false)) << reply.dump();
+  }
+  d = decision();
+  EXPECT_EQ(d["action"], "batch") << d.dump();
+  EXPECT_NEAR(d["target_batch"].get<double>(), 100, 10) << d.dump();
+}
+
+TEST(ControllerEpochTest, ABatchChangeIsCommandedOnceAndAcknowledged) {
+  // The job of OptionsFollowTheMetricsOfASecondSize, measured at two sizes: an enacted epoch
+  // queues one set_batch; while it is not acknowledged the job changes nothing more; the ack
+  // sets the job's batch and learning-rate factor, as status shows them.
+  RecordedSnapshot snap = TwoJobsTwoNodes();
+  nlohmann::json samples = nlohmann::json::array();
+  for (int g : {1, 2}) {
+    for (double lb : {64.0, 128.0, 256.0}) samples.push_back({1, g, lb, 0.01 + 0.001 * lb + (g > 1 ? 0.04 : 0.0)});
+  }
+  snap.registry[0]["samples"] = samples;
+  snap.registry[0]["efficiency"] = {64, 0.002, 2.0 / 64};
+  snap.registry[0]["batch"] = 512;
+  snap.registry[0]["spec"]["gpus_max"] = 1;
+  snap.registry[0]["spec"]["lr_scaling"] = "sqrt";
+  snap.registry[1]["spec"]["gpus_max"] = 1;  // the other job stays as it is
+  const uint32_t id = snap.registry[0]["id"];
+  const uid_t owner = snap.registry[0]["uid"].get<uid_t>();
+  auto ctl = MakeController(snap);
+  auto decision = [&](bool dry_run) {
+    const EpochResult r = ctl->Epoch(snap.nodes, snap.jobs, dry_run);
+    for (const auto& d : r.plan["decisions"]) {
+      if (d["job"] == id) return d;
+    }
+    return nlohmann::json();
+  };
+  ASSERT_EQ(decision(false)["action"], "batch");
+  nlohmann::json poll = ctl->Handle(owner, {{"v", 1}, {"type", "poll"}, {"id", 2}, {"job", id}, {"wait_ms", 0}});
+  ASSERT_TRUE(poll.value("ok", false)) << poll.dump();
+  ASSERT_EQ(poll["commands"].size(), 1u) << poll.dump();
+  const nlohmann::json cmd = poll["commands"][0];
+  EXPECT_EQ(cmd["action"], "set_batch");
+  const int64_t batch = cmd["global_batch"];
+  EXPECT_NEAR(static_cast<double>(batch), 100, 10);
+  EXPECT_EQ(decision(false)["action"], "stay") << "a second command while the first is not acknowledged";
+  nlohmann::json ack = ctl->Handle(owner, {{"v", 1}, {"type", "ack"}, {"id", 3}, {"job", id}, {"command", cmd["command"]},
+                                           {"ok", true}, {"gpus", 1}, {"global_batch", batch},
+                                           {"lr_factor", std::sqrt(static_cast<double>(batch) / 512.0)}});
+  ASSERT_TRUE(ack.value("ok", false)) << ack.dump();
+  nlohmann::json status = ctl->Handle(owner, {{"v", 1}, {"type", "status"}, {"id", 4}});
+  int found = 0;
+  for (const auto& j : status["jobs"]) {
+    if (j["job_id"] != id) continue;
+    ++found;
+    EXPECT_EQ(j["batch"], batch);
+    EXPECT_TRUE(j["batch_elastic"].get<bool>());
+    EXPECT_EQ(j["lr_scaling"], "sqrt");
+    EXPECT_NEAR(j["lr_factor"].get<double>(), std::sqrt(static_cast<double>(batch) / 512.0), 1e-12);
+    EXPECT_NEAR(j["noise_scale"].get<double>(), 1000.0, 1e-6);
+  }
+  EXPECT_EQ(found, 1) << status.dump();
+  nlohmann::json again = ctl->Handle(owner, {{"v", 1}, {"type", "poll"}, {"id", 5}, {"job", id}, {"wait_ms", 0}});
+  EXPECT_TRUE(again["commands"].empty()) << again.dump();
+}
+
+TEST(ControllerEpochTest, GroupsLeaveInReverseOrderOfJoining) {
+  // Job 0 at 6 GPUs: its base 2 on n1 and two joined extensions of 2 GPUs; group 2 (on n1)
+  // joined before group 1 (on n2), as happens when both become ready in one epoch. A rigid job
+  // waits for 2 GPUs: the group that leaves is the last joined, group 1, not the highest id.
+  RecordedSnapshot snap = TwoJobsTwoNodes();
+  for (int k : {0, 1}) {
+    snap.registry[k]["base_gpus"] = 2;
+    snap.registry[k]["spec"]["gpus_min"] = 2;
+    snap.registry[k]["spec"]["gpus_max"] = k == 0 ? 6 : 2;
+    snap.jobs[static_cast<size_t>(k)].gpus = 2;
+  }
+  snap.nodes[0].gpus_used = 4;  // job 0's base, its group 2
+  snap.nodes[1].gpus_used = 4;  // job 1, job 0's group 1
+  JobInfo waiting;
+  waiting.id = 99999;
+  waiting.state = SlurmJobState::kPending;
+  waiting.waits_for_resources = true;
+  waiting.gpus = 2;
+  waiting.gpu_type = snap.nodes[0].gpu_type;
+  snap.jobs.push_back(waiting);
+  auto db = Database::Open(":memory:");
+  ASSERT_TRUE(db.ok());
+  SeedRegistry(*db.value(), snap.registry);
+  const int64_t parent = snap.registry[0]["id"];
+  const double t = 1.7e9;
+  for (auto [group, node, joined] : {std::tuple{1, "n2", t + 20}, std::tuple{2, "n1", t + 10}}) {
+    db.value()->Run("INSERT INTO extensions (parent, grp, slurm_job, node, gpu_type, gpus, account, token, state, "
+                    "created_at, joined_at) VALUES (?, ?, ?, ?, ?, 2, 'a', 'x', 'joined', ?, ?)",
+                    {parent, int64_t{group}, int64_t{90000 + group}, std::string(node), snap.nodes[0].gpu_type, t,
+                     joined});
+  }
+  ControllerConfig cfg;
+  cfg.min_rescale_interval_s = 0;
+  Controller ctl(cfg, std::move(db).value(), nullptr);
+  const EpochResult r = ctl.Epoch(snap.nodes, snap.jobs, true);
+  nlohmann::json d;
+  for (const auto& x : r.plan["decisions"]) {
+    if (x["job"] == parent) d = x;
+  }
+  ASSERT_EQ(d["action"], "shrink") << r.plan.dump();
+  EXPECT_EQ(d["current"], 6);
+  EXPECT_EQ(d["target"], 4) << r.plan.dump();
+  ASSERT_EQ(d["groups"].size(), 1u) << d.dump();
+  EXPECT_EQ(d["groups"][0]["group"], 1) << d.dump();
+}
+
+TEST(ControllerEpochTest, AGrowthNodesCannotTakeKeepsTheSizeOrGrowsLess) {
+  // Job 1 (base 2, up to 4) wants 4 GPUs: the type has 8, jobs hold 6 (job 0: 4 on n2, job 1: 2
+  // on n1). But a suspended job holds the 2 others on n1: no node has a free GPU. Job 1 stays at
+  // 2 GPUs, and its batch of 2048 (noise scale 1000; best at 2 GPUs ~316) changes.
+  RecordedSnapshot snap = TwoJobsTwoNodes();
+  nlohmann::json samples = nlohmann::json::array();
+  for (int g : {1, 2}) {
+    for (double lb : {64.0, 128.0, 256.0}) samples.push_back({1, g, lb, 0.01 + 0.001 * lb + (g > 1 ? 0.04 : 0.0)});
+  }
+  snap.registry[0]["base_gpus"] = 4;
+  snap.registry[0]["spec"]["gpus_min"] = 4;
+  snap.registry[0]["spec"]["gpus_max"] = 4;
+  snap.jobs[0].gpus = 4;
+  snap.jobs[0].nodes = snap.nodes[1].name;
+  snap.nodes[1].gpus_used = 4;
+  snap.registry[1]["base_gpus"] = 2;
+  snap.registry[1]["spec"]["gpus_min"] = 2;
+  snap.registry[1]["samples"] = samples;
+  snap.registry[1]["efficiency"] = {64, 0.002, 2.0 / 64};
+  snap.registry[1]["batch"] = 2048;
+  snap.jobs[1].gpus = 2;
+  snap.jobs[1].nodes = snap.nodes[0].name;
+  snap.nodes[0].gpus_used = 4;
+  JobInfo suspended;
+  suspended.id = 99998;
+  suspended.state = SlurmJobState::kSuspended;
+  suspended.gpus = 2;
+  suspended.gpu_type = snap.nodes[0].gpu_type;
+  suspended.nodes = snap.nodes[0].name;
+  snap.jobs.push_back(suspended);
+  const uint32_t id = snap.registry[1]["id"];
+  const EpochResult r = MakeController(snap)->Epoch(snap.nodes, snap.jobs, true);
+  nlohmann::json d;
+  for (const auto& x : r.plan["decisions"]) {
+    if (x["job"] == id) d = x;
+  }
+  EXPECT_EQ(d["wanted"], 4) << r.plan.dump();
+  EXPECT_EQ(d["target"], 2) << d.dump();
+  EXPECT_TRUE(d["groups"].empty()) << d.dump();
+  EXPECT_EQ(d["action"], "batch") << d.dump();
+  EXPECT_NEAR(d["target_batch"].get<double>(), 316, 32) << d.dump();
+  // The suspended job holds 1 GPU: job 1 grows to 3, with the batch of 3 GPUs (~387), not of 4.
+  snap.jobs.back().gpus = 1;
+  snap.nodes[0].gpus_used = 3;
+  const EpochResult r3 = MakeController(snap)->Epoch(snap.nodes, snap.jobs, true);
+  for (const auto& x : r3.plan["decisions"]) {
+    if (x["job"] == id) d = x;
+  }
+  EXPECT_EQ(d["action"], "grow") << d.dump();
+  EXPECT_EQ(d["wanted"], 4) << d.dump();
+  EXPECT_EQ(d["target"], 3) << d.dump();
+  EXPECT_NEAR(d["target_batch"].get<double>(), 387, 39) << d.dump();
 }
 
 TEST(ControllerEpochTest, SnapshotRoundTripsThroughJson) {

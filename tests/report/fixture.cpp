@@ -21,22 +21,22 @@ double T10() {
 
 std::string SacctText() {
   return "100|alice|physics|gpu|billing=1,cpu=1,gres/gpu:a100=2,gres/gpu=2,node=1|3600|2026-11-20T09:50:00|"
-         "2026-11-20T09:50:00|2026-11-20T10:00:00|2026-11-20T11:00:00|COMPLETED||train\n"
+         "2026-11-20T09:50:00|2026-11-20T10:00:00|2026-11-20T11:00:00|COMPLETED||100|train\n"
          "200|bob|chem|gpu|billing=1,cpu=1,gres/gpu:a100=2,gres/gpu=2,node=1|7200|2026-11-20T08:30:00|"
-         "2026-11-20T09:00:00|2026-11-20T10:00:00|2026-11-20T12:00:00|COMPLETED||elastic train\n"
+         "2026-11-20T09:00:00|2026-11-20T10:00:00|2026-11-20T12:00:00|COMPLETED||200|elastic train\n"
          "201|bob|chem|gpu|billing=1,cpu=1,gres/gpu:a100=4,gres/gpu=4,node=1|1800|2026-11-20T10:29:00|"
-         "2026-11-20T10:29:00|2026-11-20T10:30:00|2026-11-20T11:00:00|CANCELLED by 0|elastic-ext parent=200 group=1|"
+         "2026-11-20T10:29:00|2026-11-20T10:30:00|2026-11-20T11:00:00|CANCELLED by 0|elastic-ext parent=200 group=1|201|"
          "elastic-ext:200:1\n"
          "202|bob|chem|gpu|billing=1,cpu=1,gres/gpu:a100=2,gres/gpu=2,node=1|1800|2026-11-20T10:44:00|"
-         "2026-11-20T10:44:00|2026-11-20T10:45:00|2026-11-20T11:15:00|CANCELLED by 0|elastic-ext parent=200 group=2|"
+         "2026-11-20T10:44:00|2026-11-20T10:45:00|2026-11-20T11:15:00|CANCELLED by 0|elastic-ext parent=200 group=2|202|"
          "elastic-ext:200:2\n"
          "\n"
          "300|carol|physics|gpu|billing=1,cpu=1,gres/gpu=1,node=1|3600|2026-11-20T12:00:00|2026-11-20T12:00:00|"
-         "2026-11-20T12:00:00|2026-11-20T13:00:00|COMPLETED||elastic-ext:100:1\n"
+         "2026-11-20T12:00:00|2026-11-20T13:00:00|COMPLETED||300|elastic-ext:100:1\n"
          "400|dave|physics|cpu|billing=4,cpu=4,node=1|600|2026-11-20T12:00:00|2026-11-20T12:00:00|"
-         "2026-11-20T12:00:00|2026-11-20T12:10:00|COMPLETED||cpu|only\n"
+         "2026-11-20T12:00:00|2026-11-20T12:10:00|COMPLETED||400|cpu|only\n"
          "500|erin|bio|gpu|billing=1,cpu=1,gres/gpu=1,node=1|3600|2026-11-20T23:00:00|2026-11-20T23:00:00|"
-         "2026-11-20T23:00:00|Unknown|RUNNING||long\n";
+         "2026-11-20T23:00:00|Unknown|RUNNING||500|long\n";
 }
 
 void MakeStateDb(const std::string& path, bool samples) {

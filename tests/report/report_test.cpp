@@ -113,6 +113,32 @@ TEST(ReportSacct, ParsesTheFixture) {
   EXPECT_EQ(recs[6].end, 0.0);          // Unknown
 }
 
+TEST(ReportSacct, ArrayTasksAreNamedAsSacctNamesThem) {
+  // Tasks 0 and 1 of array 12 are jobs 13 and 12 (raw ids); the report names them 12_0 and 12_1,
+  // and an extension of task 0 (parent=13, its raw id) is counted with it.
+  const std::string times = "|2026-11-20T10:00:00|2026-11-20T10:00:00|2026-11-20T10:00:00|2026-11-20T11:00:00|";
+  const std::string text = "13|u|a|gpu|gres/gpu=1|3600" + times + "COMPLETED||12_0|sweep\n" +
+                           "12|u|a|gpu|gres/gpu=1|3600" + times + "COMPLETED||12_1|sweep\n" +
+                           "14|u|a|gpu|gres/gpu=1|1800" + times + "CANCELLED by 0|elastic-ext parent=13 group=1|14|" +
+                           "elastic-ext:13:1\n";
+  auto recs = ParseSacct(text);
+  ASSERT_TRUE(recs.ok()) << recs.status().message();
+  EXPECT_EQ(recs.value()[0].job_id, "13");
+  EXPECT_EQ(recs.value()[0].display_id, "12_0");
+  ReportOptions o;
+  o.since = T10() - 3600;
+  o.until = T10() + 7200;
+  o.now = o.until;
+  o.by = GroupBy::kJob;
+  Report rep = BuildReport(recs.value(), nullptr, o);
+  std::map<std::string, const GroupRow*> rows;
+  for (const auto& g : rep.groups) rows[g.group] = &g;
+  ASSERT_EQ(rows.size(), 2u);
+  ASSERT_TRUE(rows.count("12_0") && rows.count("12_1"));
+  EXPECT_EQ(rows["12_0"]->extensions, 1);
+  EXPECT_EQ(rows["12_1"]->extensions, 0);
+}
+
 TEST(ReportSacct, TresAndComments) {
   EXPECT_EQ(GpusOfTres("billing=2,cpu=2,gres/gpu:a100=4,gres/gpu=4,node=2").value(), 4);
   EXPECT_EQ(GpusOfTres("cpu=1,gres/gpu:a100=3").value(), 0);  // only the untyped total counts
@@ -145,21 +171,21 @@ TEST(ReportSacct, TresAndComments) {
 }
 
 TEST(ReportSacct, MalformedLinesWithExactMessages) {
-  const std::string ok_tail = "|2026-11-20T10:00:00|2026-11-20T10:00:00|2026-11-20T10:00:00|2026-11-20T11:00:00|COMPLETED||n";
+  const std::string ok_tail = "|2026-11-20T10:00:00|2026-11-20T10:00:00|2026-11-20T10:00:00|2026-11-20T11:00:00|COMPLETED||5|n";
   struct Case {
     std::string text;
     std::string message;
   } cases[] = {
-      {"1|a|b", "sacct output line 1: expected 13 fields separated by '|', got 3: 1|a|b"},
+      {"1|a|b", "sacct output line 1: expected 14 fields separated by '|', got 3: 1|a|b"},
       {"\n\n5|u|a|p|gres/gpu=1|x" + ok_tail,
        "sacct output line 3 (job 5): ElapsedRaw 'x' is not a number of seconds"},
       {"5|u|a|p|gres/gpu=abc|10" + ok_tail, "sacct output line 1 (job 5): AllocTRES gres/gpu 'abc' is not a count"},
       {"|u|a|p|gres/gpu=1|10" + ok_tail, "sacct output line 1: empty JobIDRaw"},
-      {"5|u|a|p|gres/gpu=1|10|2026-11-20 10:00:00|None|Unknown|Unknown|PENDING||n",
+      {"5|u|a|p|gres/gpu=1|10|2026-11-20 10:00:00|None|Unknown|Unknown|PENDING||5|n",
        "sacct output line 1 (job 5): Submit '2026-11-20 10:00:00' is not a time of the form YYYY-MM-DDTHH:MM:SS"},
-      {"5|u|a|p|gres/gpu=1|10|2026-11-20T10:00:00|2026-11-20T10:00|Unknown|Unknown|PENDING||n",
+      {"5|u|a|p|gres/gpu=1|10|2026-11-20T10:00:00|2026-11-20T10:00|Unknown|Unknown|PENDING||5|n",
        "sacct output line 1 (job 5): Eligible '2026-11-20T10:00' is not a time of the form YYYY-MM-DDTHH:MM:SS"},
-      {"5|u|a|p|gres/gpu=1|10|2026-11-20T10:00:00|None|11/20-10:00:00|Unknown|RUNNING||n",
+      {"5|u|a|p|gres/gpu=1|10|2026-11-20T10:00:00|None|11/20-10:00:00|Unknown|RUNNING||5|n",
        "sacct output line 1 (job 5): Start '11/20-10:00:00' is not a time of the form YYYY-MM-DDTHH:MM:SS"},
   };
   for (const auto& c : cases) {
@@ -176,7 +202,7 @@ TEST(ReportSacct, CommandLine) {
                                        "--allocations", "--starttime=2026-11-20T10:00:00",
                                        "--endtime=2026-11-21T10:00:00",
                                        "--format=JobIDRaw,User,Account,Partition,AllocTRES,ElapsedRaw,Submit,"
-                                       "Eligible,Start,End,State,AdminComment,JobName"};
+                                       "Eligible,Start,End,State,AdminComment,JobID,JobName"};
   EXPECT_EQ(argv, expected);
 }
 

@@ -72,7 +72,7 @@ class CliTest(unittest.TestCase):
         os.chmod(bad, 0o755)
         p = report(*DAY, "--sacct", bad)
         self.assertEqual(p.returncode, 1)
-        self.assertEqual(p.stderr, "elastic-report: sacct output line 1: expected 13 fields separated by '|', "
+        self.assertEqual(p.stderr, "elastic-report: sacct output line 1: expected 14 fields separated by '|', "
                                    "got 3: 1|u|a\n")
 
     def test_sacct_is_asked_for_the_period(self):
@@ -83,7 +83,7 @@ class CliTest(unittest.TestCase):
         self.assertEqual(args, ["--parsable2", "--noheader", "--allusers", "--duplicates", "--allocations",
                                 "--starttime=2026-11-20T00:00:00", "--endtime=2026-11-21T00:00:00",
                                 "--format=JobIDRaw,User,Account,Partition,AllocTRES,ElapsedRaw,Submit,Eligible,"
-                                "Start,End,State,AdminComment,JobName"])
+                                "Start,End,State,AdminComment,JobID,JobName"])
         self.assertIn("warning: job 300 is named 'elastic-ext:100:1' but has no elastic-ext admin comment", p.stderr)
 
     def test_csv_json_and_table_agree(self):

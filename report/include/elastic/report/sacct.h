@@ -2,7 +2,7 @@
 //
 // elastic-report runs
 //   sacct --parsable2 --noheader --allusers --duplicates -X --starttime S --endtime E
-//         --format=JobIDRaw,User,Account,Partition,AllocTRES,ElapsedRaw,Submit,Eligible,Start,End,State,AdminComment,JobName
+//         --format=JobIDRaw,User,Account,Partition,AllocTRES,ElapsedRaw,Submit,Eligible,Start,End,State,AdminComment,JobID,JobName
 // (JobName last: it is the only field a user chooses freely, so a '|' in it cannot shift the others)
 // and reads one record per job allocation. Extension jobs (docs/interfaces.md section 4) are
 // recognised by their admin comment "elastic-ext parent=P group=G", which only operators can set.
@@ -20,10 +20,11 @@ namespace elastic::report {
 
 // The --format list elastic-report passes to sacct, in the order ParseSacct expects.
 extern const char* const kSacctFormat;
-inline constexpr int kSacctFields = 13;
+inline constexpr int kSacctFields = 14;
 
 struct SacctRecord {
   std::string job_id;          // JobIDRaw ("4711"; array and het jobs have their own raw ids)
+  std::string display_id;      // JobID as sacct shows it ("4711", an array task "4710_3"; JobIDRaw if empty)
   uint64_t job_number = 0;     // JobIDRaw as a number (0 when it is not a plain number)
   std::string user, account, partition, state, admin_comment, name;
   int64_t gpus = 0;            // gres/gpu of AllocTRES (0: no GPUs, or not allocated yet)

@@ -1,0 +1,59 @@
+// What elasticd knows of one elastic job's speed and statistical efficiency, and what it derives
+// from that: the option table (GPU count -> best global batch and utility), the gain of a batch
+// change at the job's current size, and the job's time left. The rules are explained in
+// docs/admin-guide.md ("How elasticd sizes a job").
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "controller.h"
+#include "elastic/optimizer/goodput.h"
+#include "elastic/optimizer/model.h"
+
+namespace elastic::controller {
+
+// The runtime's gradient-noise statistics (metrics `grad_sqr` = |g|^2 and `grad_var` = tr(Sigma),
+// the per-sample gradient variance; docs/interfaces.md section 3) as the efficiency model's
+// parameters at B0 = base_batch: the variance of the gradient of a batch of B0 samples is
+// tr(Sigma) / B0. A grad_sqr of 0 is a measurement (the signal is below the noise: the noise scale
+// is larger than the estimator resolves, and every batch is efficient), not a missing value.
+// nullopt when nothing was measured (grad_var <= 0: the estimator needs two ranks), when a value
+// is not finite or negative, or when base_batch <= 0.
+std::optional<optimizer::EfficiencyParams> EfficiencyFromMetrics(double grad_sqr, double grad_var, double base_batch);
+
+// The gradient noise scale tr(Sigma) / |g|^2 of p (McCandlish et al.: the batch at which noise and
+// signal are equal); +inf when grad_sqr is 0.
+double NoiseScale(const optimizer::EfficiencyParams& p);
+
+// Whether elasticd chooses the job's global batch: only when the job gave --elastic-batch bounds.
+// Without them the batch stays the program's own and only the GPU count changes.
+bool BatchElastic(const ElasticJob& job);
+
+// The job's option table for GPU counts from its base to max_gpus (in its GPU steps): from its
+// goodput model once it has run at two sizes (utility = goodput / goodput at the base size, the
+// batch the best for that count), else the optimistic prior (near-linear speed-up, the current
+// batch). Fits the step-time model when needed (cached in the job). `now` in Unix seconds.
+std::vector<optimizer::Option> JobOptions(const ElasticJob& job, int max_gpus, int gpus_per_node, double now);
+
+// Goodput at `gpus` with global batch to_batch over that with from_batch, from the job's model;
+// nullopt without a model or when either batch is not feasible there.
+std::optional<double> BatchGain(const ElasticJob& job, int gpus, int gpus_per_node, int64_t from_batch,
+                                int64_t to_batch, double now);
+
+// Whether a job that keeps its size (`gpus`) should change its global batch to target_batch: the
+// batch is the model's to choose, the job may change now (not frozen), and the model promises at
+// least min_gain (0.05: 5 %) more goodput at target_batch than at the current batch. Sets
+// decision["action"] to "batch" or "stay" and, when the model was asked, decision["gain"].
+bool DecideBatchChange(const ElasticJob& job, int gpus, int64_t target_batch, bool frozen, int gpus_per_node,
+                       double min_gain, double now, nlohmann::json& decision);
+
+// Seconds of training the job has left at its current size: its samples still to train at the
+// speed of its last step-time sample, less the time since that sample arrived. nullopt when
+// unknown (no training goal, or no step-time sample yet).
+std::optional<double> TimeLeftAtCurrentSize(const ElasticJob& job, double now);
+
+}  // namespace elastic::controller

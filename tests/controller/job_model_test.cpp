@@ -1,0 +1,162 @@
+// What elasticd derives from one job's measurements (controller/src/job_model.h): the runtime's
+// gradient statistics as efficiency parameters, the best batch per GPU count against the closed
+// form of the goodput optimum, which jobs keep their batch, batch changes at a fixed size, and
+// the time a job has left.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <optional>
+
+#include "job_model.h"
+
+namespace elastic::controller {
+namespace {
+
+constexpr double kNow = 1.7e9;
+
+TEST(JobModelTest, EfficiencyFromMetrics) {
+  struct Case {
+    double sqr, var, b0;
+    std::optional<optimizer::EfficiencyParams> want;
+  };
+  const double nan = std::nan(""), inf = std::numeric_limits<double>::infinity();
+  const Case cases[] = {
+      // tr(Sigma) = 2.56 per sample: a batch of 128 has gradient variance 0.02.
+      {0.01, 2.56, 128, optimizer::EfficiencyParams{128, 0.01, 0.02}},
+      // Signal below the noise: measured, every batch efficient.
+      {0.0, 1.0, 64, optimizer::EfficiencyParams{64, 0.0, 1.0 / 64}},
+      {0.5, 0.0, 64, std::nullopt},  // not measured (one rank)
+      {-0.1, 1.0, 64, std::nullopt},
+      {nan, 1.0, 64, std::nullopt},
+      {0.1, inf, 64, std::nullopt},
+      {0.1, 1.0, 0, std::nullopt},
+  };
+  for (const Case& c : cases) {
+    auto got = EfficiencyFromMetrics(c.sqr, c.var, c.b0);
+    ASSERT_EQ(got.has_value(), c.want.has_value()) << c.sqr << " " << c.var << " " << c.b0;
+    if (!got) continue;
+    EXPECT_DOUBLE_EQ(got->init_batch, c.want->init_batch);
+    EXPECT_DOUBLE_EQ(got->grad_sqr, c.want->grad_sqr);
+    EXPECT_DOUBLE_EQ(got->grad_var, c.want->grad_var);
+  }
+  // The noise scale is tr(Sigma) / |g|^2 whatever B0, and the efficiency is McCandlish's
+  // (phi + B0) / (phi + B).
+  for (double b0 : {1.0, 64.0, 1000.0}) {
+    auto p = EfficiencyFromMetrics(0.01, 2.56, b0);
+    ASSERT_TRUE(p);
+    EXPECT_NEAR(NoiseScale(*p), 256.0, 1e-9);
+    for (double b : {b0, 2 * b0, 10 * b0}) {
+      EXPECT_NEAR(optimizer::StatisticalEfficiency(*p, b), (256.0 + b0) / (256.0 + b), 1e-12) << b0 << " " << b;
+    }
+  }
+  EXPECT_TRUE(std::isinf(NoiseScale(*EfficiencyFromMetrics(0.0, 1.0, 64))));
+}
+
+// A job whose step time is T = alpha + beta * local_batch + sync (sync only with more than one
+// GPU), measured at 2 and 4 GPUs, with noise scale phi. At n GPUs and global batch B the goodput
+// is B / (alpha + sync + beta B / n) * (phi + B0) / (phi + B), largest at
+// B* = sqrt((alpha + sync) * phi * n / beta).
+ElasticJob MeasuredJob(double phi, bool batch_bounds = true) {
+  const double alpha = 0.005, beta = 0.001, sync = 0.04;
+  ElasticJob job;
+  job.id = 7;
+  job.gpu_type = "a100";
+  job.base_gpus = 2;
+  job.batch = 256;
+  job.spec = {{"gpus_min", 2}, {"gpus_max", 8}, {"gpu_step", 1}};
+  if (batch_bounds) {
+    job.spec["batch_min"] = 64;
+    job.spec["batch_max"] = 4096;
+  }
+  for (int g : {2, 4}) {
+    for (double lb : {32.0, 64.0, 128.0}) job.samples.push_back({1, g, lb, alpha + beta * lb + sync});
+  }
+  const double var = 2.0;  // tr(Sigma)
+  job.efficiency = EfficiencyFromMetrics(var / phi, var, 64);
+  return job;
+}
+
+double BestBatchClosedForm(double phi, int gpus) { return std::sqrt((0.005 + 0.04) * phi * gpus / 0.001); }
+
+TEST(JobModelTest, BestBatchPerGpuCountMatchesTheClosedForm) {
+  for (double phi : {100.0, 400.0, 2000.0}) {
+    ElasticJob job = MeasuredJob(phi);
+    auto options = JobOptions(job, 8, 8, kNow);
+    ASSERT_EQ(options.size(), 7u) << phi;
+    int64_t previous = 0;
+    for (const auto& o : options) {
+      const double want = BestBatchClosedForm(phi, o.gpus);
+      // 50 geometric candidates over 64..4096 are 9% apart; the fit adds a little.
+      EXPECT_NEAR(static_cast<double>(o.batch), want, 0.12 * want) << "phi " << phi << ", " << o.gpus << " GPUs";
+      EXPECT_GE(o.batch, previous) << "more GPUs never want a smaller batch";
+      previous = o.batch;
+    }
+    EXPECT_DOUBLE_EQ(options.front().utility, 1.0);
+    EXPECT_GT(options.back().utility, options.front().utility);
+  }
+}
+
+TEST(JobModelTest, JobsKeepTheirBatchWithoutBoundsOrStatistics) {
+  ElasticJob fixed = MeasuredJob(400, /*batch_bounds=*/false);
+  ElasticJob unmeasured = MeasuredJob(400);
+  unmeasured.efficiency.reset();
+  ElasticJob one_size = MeasuredJob(400);  // the prior: no model from one size
+  std::erase_if(one_size.samples, [](const optimizer::StepSample& s) { return s.gpus != 2; });
+  for (const ElasticJob* job : {&fixed, &unmeasured, &one_size}) {
+    auto options = JobOptions(*job, 8, 8, kNow);
+    ASSERT_EQ(options.size(), 7u);
+    for (const auto& o : options) EXPECT_EQ(o.batch, 256) << o.gpus << " GPUs";
+    EXPECT_GT(options.back().utility, 1.0);
+  }
+  EXPECT_FALSE(BatchElastic(fixed));
+  EXPECT_TRUE(BatchElastic(unmeasured));
+}
+
+TEST(JobModelTest, BatchChangesAtTheSameSize) {
+  // phi 2000 at 2 GPUs: B* ~ 424. From 64 the gain is large; from 400 it is below 5%.
+  ElasticJob job = MeasuredJob(2000);
+  const int64_t best = JobOptions(job, 2, 8, kNow).front().batch;
+  struct Case {
+    int64_t current;
+    bool frozen, bounds;
+    const char* action;
+  };
+  const Case cases[] = {
+      {64, false, true, "batch"}, {64, true, true, "stay"},    {400, false, true, "stay"},
+      {best, false, true, "stay"}, {64, false, false, "stay"},
+  };
+  for (const Case& c : cases) {
+    ElasticJob j = MeasuredJob(2000, c.bounds);
+    j.batch = c.current;
+    nlohmann::json d;
+    const bool change = DecideBatchChange(j, 2, best, c.frozen, 8, 0.05, kNow, d);
+    EXPECT_EQ(d["action"], c.action) << c.current << " " << c.frozen << " " << d.dump();
+    EXPECT_EQ(change, std::string(c.action) == "batch");
+  }
+  ElasticJob j = MeasuredJob(2000);
+  j.batch = 64;
+  auto gain = BatchGain(j, 2, 8, 64, best, kNow);
+  ASSERT_TRUE(gain);
+  // The closed form of the goodput ratio (step times exact, so the fit reproduces them).
+  auto goodput = [](double b) { return b / (0.045 + 0.001 * b / 2) * (2000 + 64) / (2000 + b); };
+  EXPECT_NEAR(*gain, goodput(static_cast<double>(best)) / goodput(64), 0.02);
+}
+
+TEST(JobModelTest, TimeLeftAtCurrentSize) {
+  ElasticJob job;
+  job.total_samples = 100000;
+  job.samples_done = 40000;
+  EXPECT_FALSE(TimeLeftAtCurrentSize(job, kNow)) << "no speed measured";
+  job.samples.push_back({1, 2, 128, 0.1});  // 2560 samples/s
+  EXPECT_NEAR(*TimeLeftAtCurrentSize(job, kNow), 60000.0 / 2560.0, 1e-9);
+  job.metrics_at = kNow - 10;  // trained 10 s since
+  EXPECT_NEAR(*TimeLeftAtCurrentSize(job, kNow), 60000.0 / 2560.0 - 10, 1e-9);
+  job.metrics_at = kNow - 100;
+  EXPECT_EQ(*TimeLeftAtCurrentSize(job, kNow), 0.0);
+  job.total_samples = 0;
+  EXPECT_FALSE(TimeLeftAtCurrentSize(job, kNow)) << "no training goal";
+}
+
+}  // namespace
+}  // namespace elastic::controller

@@ -14,6 +14,17 @@
 namespace elastic::controller {
 namespace {
 
+// A rigid job that waits for `gpus` GPUs of `type` (job id 99999).
+JobInfo WaitingJob(int gpus, const std::string& type) {
+  JobInfo waiting;
+  waiting.id = 99999;
+  waiting.state = SlurmJobState::kPending;
+  waiting.waits_for_resources = true;
+  waiting.gpus = gpus;
+  waiting.gpu_type = type;
+  return waiting;
+}
+
 std::unique_ptr<Controller> MakeController(const RecordedSnapshot& snap, ControllerConfig cfg = {}) {
   auto db = Database::Open(":memory:");
   EXPECT_TRUE(db.ok());
@@ -59,13 +70,7 @@ TEST(ControllerEpochTest, WaitingJobsComeBeforeExtensions) {
   snap.registry[0]["spec"]["gpus_max"] = 4;
   snap.jobs[0].gpus = 1;
   snap.nodes[0].gpus_used = 1;
-  JobInfo waiting;
-  waiting.id = 99999;
-  waiting.state = SlurmJobState::kPending;
-  waiting.waits_for_resources = true;
-  waiting.gpus = 3;
-  waiting.gpu_type = snap.nodes[0].gpu_type;
-  snap.jobs.push_back(waiting);
+  snap.jobs.push_back(WaitingJob(3, snap.nodes[0].gpu_type));
   auto ctl = MakeController(snap);
   EpochResult r = ctl->Epoch(snap.nodes, snap.jobs, true);
   ASSERT_EQ(r.plan["decisions"].size(), 1u);
@@ -319,13 +324,7 @@ TEST(ControllerEpochTest, GroupsLeaveInReverseOrderOfJoining) {
   }
   snap.nodes[0].gpus_used = 4;  // job 0's base, its group 2
   snap.nodes[1].gpus_used = 4;  // job 1, job 0's group 1
-  JobInfo waiting;
-  waiting.id = 99999;
-  waiting.state = SlurmJobState::kPending;
-  waiting.waits_for_resources = true;
-  waiting.gpus = 2;
-  waiting.gpu_type = snap.nodes[0].gpu_type;
-  snap.jobs.push_back(waiting);
+  snap.jobs.push_back(WaitingJob(2, snap.nodes[0].gpu_type));
   auto db = Database::Open(":memory:");
   ASSERT_TRUE(db.ok());
   SeedRegistry(*db.value(), snap.registry);

@@ -91,6 +91,8 @@ std::string NewToken() {
 nlohmann::json ElasticJob::ToJson() const {
   nlohmann::json samples_json = nlohmann::json::array();
   for (const auto& s : samples) samples_json.push_back({s.nodes, s.gpus, s.local_batch, s.step_time});
+  nlohmann::json grow_batch_json = nlohmann::json::object();
+  for (const auto& [gpus, b] : grow_batch) grow_batch_json[std::to_string(gpus)] = b;
   nlohmann::json j{{"id", id},           {"uid", uid},
                    {"gid", gid},         {"user", user},
                    {"account", account}, {"partition", partition},
@@ -104,7 +106,7 @@ nlohmann::json ElasticJob::ToJson() const {
                    {"metrics_received", metrics_received},
                    {"samples_done", samples_done}, {"total_samples", total_samples},
                    {"metrics_at", metrics_at}, {"lr_factor", lr_factor},
-                   {"target_batch", target_batch}, {"batch_command", batch_command},
+                   {"grow_batch", grow_batch_json}, {"batch_command", batch_command},
                    {"batch_command_at", batch_command_at},
                    {"samples", samples_json}};
   if (efficiency) {
@@ -139,7 +141,9 @@ ElasticJob ElasticJob::FromJson(const nlohmann::json& j) {
   job.total_samples = j.value("total_samples", int64_t{0});
   job.metrics_at = j.value("metrics_at", 0.0);
   job.lr_factor = j.value("lr_factor", 1.0);
-  job.target_batch = j.value("target_batch", int64_t{0});
+  job.grow_batch.clear();
+  const nlohmann::json grow_batch = j.value("grow_batch", nlohmann::json::object());
+  for (const auto& [gpus, b] : grow_batch.items()) job.grow_batch[std::stoi(gpus)] = b.get<int64_t>();
   job.batch_command = j.value("batch_command", int64_t{0});
   job.batch_command_at = j.value("batch_command_at", 0.0);
   for (const auto& s : j.value("samples", nlohmann::json::array())) {
@@ -579,9 +583,11 @@ nlohmann::json Controller::OnReady(uid_t uid, const Json& msg) {
   int from = CurrentGpus(job);
   e->state = "joining";
   SaveExtension(*e);
-  // The batch the plan chose for the size the job grows to (the current one when it chose none).
+  // The batch the plan chose for the size this group brings the job to (the current one when it
+  // chose none): a growth in several groups passes through each size at that size's batch.
+  auto planned_batch = job.grow_batch.find(from + e->gpus);
   QueueCommand(job.id, {{"action", "grow"}, {"group", group}, {"join_token", e->token}, {"gpus", from + e->gpus},
-                        {"global_batch", job.target_batch > 0 ? job.target_batch : job.batch}});
+                        {"global_batch", planned_batch != job.grow_batch.end() ? planned_batch->second : job.batch}});
   db_->Run("INSERT INTO rescales (job_id, kind, grp, from_gpus, to_gpus, requested_at) VALUES (?, 'grow', ?, ?, ?, ?)",
            {int64_t{job.id}, int64_t{group}, int64_t{from}, int64_t{from + e->gpus}, Now()});
   Audit(uid, "grow", job.id, {{"group", group}, {"from", from}, {"to", from + e->gpus}, {"node", e->node}});
@@ -944,6 +950,7 @@ EpochResult Controller::Epoch(const std::vector<NodeInfo>& nodes, const std::vec
   std::map<std::string, int> account_ext;  // extension GPUs per account
   std::set<uint32_t> frozen_jobs;          // elastic jobs that may not change this epoch
   std::map<uint32_t, double> finishing;    // jobs not grown because they are about to finish: time left
+  std::set<uint32_t> no_step;               // jobs not grown because their program reported no step yet
   std::map<uint32_t, std::map<int, int64_t>> batch_at;  // each elastic job's batch per GPU count (its options)
   for (const auto& [id, e] : extensions_) account_ext[e.account] += e.gpus;
   // Rigid running jobs are fixed load; elastic jobs on unusable nodes keep what they hold.
@@ -975,6 +982,7 @@ EpochResult Controller::Epoch(const std::vector<NodeInfo>& nodes, const std::vec
     // measured) and not when it is about to finish: an extension would join too late to pay off,
     // or be scheduled after its parent ended (docs/admin-guide.md, extensions.min_time_left).
     bool may_grow = now >= job.grow_backoff_until && job.metrics_received > 0;
+    if (job.metrics_received == 0) no_step.insert(id);
     if (auto left = TimeLeftAtCurrentSize(job, now); left && *left < config_.MinTimeLeftS()) {
       may_grow = false;
       finishing[id] = *left;
@@ -1168,6 +1176,7 @@ EpochResult Controller::Epoch(const std::vector<NodeInfo>& nodes, const std::vec
         planned && ait != assignment.end() && !ait->second->pending && ait->second->batch > 0 ? ait->second->batch : job.batch;
     nlohmann::json d{{"job", id}, {"current", current}, {"target", target}, {"batch", job.batch}, {"target_batch", target_batch}};
     if (auto f = finishing.find(id); f != finishing.end()) d["time_left_s"] = f->second;  // not grown
+    if (no_step.count(id)) d["no_step_yet"] = true;  // not grown: its program has reported no step
     // The batch of the job's options at n GPUs (its current batch where it has none).
     auto batch_for = [&](int n) {
       auto it = batch_at[id].find(n);
@@ -1211,7 +1220,7 @@ EpochResult Controller::Epoch(const std::vector<NodeInfo>& nodes, const std::vec
         d["target"] = target - need;
         d["target_batch"] = batch_for(target - need);
       }
-      if (!dry_run) job.target_batch = d["target_batch"].get<int64_t>();  // the grow commands carry it (OnReady)
+      if (!dry_run) job.grow_batch = batch_at[id];  // each grow command carries its size's batch (OnReady)
       if (groups.empty()) {
         // None at all: the job keeps its size this epoch, and may change its batch at that size.
         if (DecideBatchChange(job, current, batch_for(current), frozen_jobs.count(id) > 0 || finishing.count(id) > 0,
@@ -1253,7 +1262,10 @@ EpochResult Controller::Epoch(const std::vector<NodeInfo>& nodes, const std::vec
             int from = CurrentGpus(job);
             e->state = "leaving";
             SaveExtension(*e);
-            QueueCommand(id, {{"action", "shrink"}, {"group", e->group}, {"gpus", from - e->gpus}, {"global_batch", target_batch}});
+            // The batch of the size this shrink leaves the job at (a drain may leave it below the
+            // plan's target, and group sizes need not meet the target exactly).
+            QueueCommand(id, {{"action", "shrink"}, {"group", e->group}, {"gpus", from - e->gpus},
+                              {"global_batch", batch_for(from - e->gpus)}});
             db_->Run("INSERT INTO rescales (job_id, kind, grp, from_gpus, to_gpus, requested_at) VALUES (?, 'shrink', ?, ?, ?, ?)",
                      {int64_t{id}, int64_t{e->group}, int64_t{from}, int64_t{from - e->gpus}, now});
             Audit(std::nullopt, "shrink", id, {{"group", e->group}, {"from", from}, {"to", from - e->gpus}});

@@ -55,7 +55,9 @@ struct ElasticJob {
   int64_t total_samples = 0;
   double metrics_at = 0;      // when the last metrics message arrived (0: none yet)
   double lr_factor = 1.0;     // the runtime's learning-rate factor at its current batch (metrics, ack)
-  int64_t target_batch = 0;   // the global batch the last plan chose for the size the job grows to (0: none)
+  // The global batch the last plan chose for each GPU count the job may reach while it grows
+  // (its options'): a grow command carries the batch of the size that group brings the job to.
+  std::map<int, int64_t> grow_batch;
   int64_t batch_command = 0;  // a set_batch command not yet acknowledged (0: none), queued at batch_command_at
   double batch_command_at = 0;
   std::vector<optimizer::StepSample> samples;  // recent step-time observations

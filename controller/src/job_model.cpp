@@ -68,7 +68,7 @@ std::optional<double> Goodput(const optimizer::GoodputModel& model, const optimi
 }  // namespace
 
 std::optional<optimizer::EfficiencyParams> EfficiencyFromMetrics(double grad_sqr, double grad_var, double base_batch) {
-  if (!std::isfinite(grad_sqr) || !std::isfinite(grad_var) || grad_sqr < 0 || !(grad_var > 0) || !(base_batch > 0)) {
+  if (!std::isfinite(grad_sqr) || !std::isfinite(grad_var) || !(grad_sqr > 0) || !(grad_var > 0) || !(base_batch > 0)) {
     return std::nullopt;
   }
   return optimizer::EfficiencyParams{base_batch, grad_sqr, grad_var / base_batch};

@@ -19,14 +19,16 @@ namespace elastic::controller {
 // The runtime's gradient-noise statistics (metrics `grad_sqr` = |g|^2 and `grad_var` = tr(Sigma),
 // the per-sample gradient variance; docs/interfaces.md section 3) as the efficiency model's
 // parameters at B0 = base_batch: the variance of the gradient of a batch of B0 samples is
-// tr(Sigma) / B0. A grad_sqr of 0 is a measurement (the signal is below the noise: the noise scale
-// is larger than the estimator resolves, and every batch is efficient), not a missing value.
-// nullopt when nothing was measured (grad_var <= 0: the estimator needs two ranks), when a value
-// is not finite or negative, or when base_batch <= 0.
+// tr(Sigma) / B0. nullopt when nothing was measured (grad_var <= 0: the estimator needs two
+// ranks), when a value is not finite, when base_batch <= 0, and when grad_sqr is 0: the runtime
+// clamps a negative estimate of |g|^2 to 0 (the signal is below what the estimator resolves),
+// which bounds the noise scale from below only; taken as a value it would make every batch look
+// perfectly efficient and send the batch to its maximum. The runtime's own noise scale is
+// undefined there too; the controller keeps its last estimate.
 std::optional<optimizer::EfficiencyParams> EfficiencyFromMetrics(double grad_sqr, double grad_var, double base_batch);
 
 // The gradient noise scale tr(Sigma) / |g|^2 of p (McCandlish et al.: the batch at which noise and
-// signal are equal); +inf when grad_sqr is 0.
+// signal are equal); +inf when grad_sqr is 0 (never from EfficiencyFromMetrics).
 double NoiseScale(const optimizer::EfficiencyParams& p);
 
 // Whether elasticd chooses the job's global batch: only when the job gave --elastic-batch bounds.

@@ -141,8 +141,19 @@ RoleCheck Roles::Check(uid_t uid) {
   std::optional<Result<AdminLevel>> level;
   const bool is_slurm_user = slurm_user.ok() && slurm_user.value() == uid;
   if (!is_slurm_user && name) {
-    level = sources_.admin_level ? sources_.admin_level(*name)
-                                 : Result<AdminLevel>(Status(ErrorKind::kUnavailable, "no connection to slurmdbd"));
+    if (!sources_.admin_level) {
+      level = Result<AdminLevel>(Status(ErrorKind::kUnavailable, "no connection to slurmdbd"));
+    } else if (now < admin_level_down_until_) {
+      level = Result<AdminLevel>(Status(ErrorKind::kUnavailable, admin_level_down_why_ + " (less than " +
+                                                                     std::to_string(static_cast<int>(kRetryS)) +
+                                                                     " s ago; not asked again yet)"));
+    } else {
+      level = sources_.admin_level(*name);
+      if (!level->ok()) {
+        admin_level_down_until_ = now + kRetryS;
+        admin_level_down_why_ = level->status().message();
+      }
+    }
   }
   RoleCheck c = DecideRole(uid, name, slurm_user, level);
   if (!c.unknown.empty()) Log(LogLevel::kWarning, kComponent, "role of ", c.who, ": ", c.unknown);

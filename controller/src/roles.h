@@ -77,7 +77,10 @@ class Roles {
   // root or the SlurmUser (Slurm's own daemons' identities): no slurmdbd lookup.
   bool IsRootOrSlurmUser(uid_t uid);
 
-  static constexpr double kRetryS = 5;  // a failed lookup is not cached longer than this
+  // A failed lookup is not cached longer than this; and after a lookup of an AdminLevel failed,
+  // slurmdbd is not asked again, for any uid, for this long: a lookup that cannot reach slurmdbd
+  // may block elasticd's one thread, so repeated requests (by anyone) cannot stall it.
+  static constexpr double kRetryS = 5;
 
  private:
   struct Entry {
@@ -92,6 +95,8 @@ class Roles {
   std::map<uid_t, Entry> cache_;
   std::optional<uint32_t> slurm_user_;
   double slurm_user_expires_ = 0;
+  double admin_level_down_until_ = 0;  // slurmdbd failed: no lookup before this time
+  std::string admin_level_down_why_;
 };
 
 // The user name of `uid` (getpwuid_r); nullopt when there is none.

@@ -54,13 +54,13 @@ fresh_base() {
   fresh_say "making the bare $release base with debootstrap from $mirror (once; cached in $base)" >&2
   if ! debootstrap --variant=minbase "$release" "$tmp" "$mirror" > "$tmp.log" 2>&1; then
     tail -n 20 "$tmp.log" >&2
-    rm -rf "$tmp"
+    rm -rf --one-file-system "$tmp"
     echo "fresh-root: debootstrap of $release failed (log: $tmp.log)" >&2
     return 1
   fi
   tar -C "$tmp" --numeric-owner -cf "$base.new" .
   mv "$base.new" "$base"
-  rm -rf "$tmp" "$tmp.log"
+  rm -rf --one-file-system "$tmp" "$tmp.log"
   fresh_say "base made in $((SECONDS - t0)) s" >&2
   echo "$base"
 }
@@ -178,7 +178,7 @@ SH
   elif grep -qF " $root/" /proc/self/mountinfo || grep -qF " $root " /proc/self/mountinfo; then
     echo "fresh-root: warning: something is still mounted under $root: not deleting it" >&2
   else
-    rm -rf "$work"
+    rm -rf --one-file-system "$work"
   fi
   fresh_say "passed in $((SECONDS - t0)) s ($release)"
 }

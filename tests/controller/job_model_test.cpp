@@ -24,8 +24,8 @@ TEST(JobModelTest, EfficiencyFromMetrics) {
   const Case cases[] = {
       // tr(Sigma) = 2.56 per sample: a batch of 128 has gradient variance 0.02.
       {0.01, 2.56, 128, optimizer::EfficiencyParams{128, 0.01, 0.02}},
-      // Signal below the noise: measured, every batch efficient.
-      {0.0, 1.0, 64, optimizer::EfficiencyParams{64, 0.0, 1.0 / 64}},
+      // |g|^2 clamped to 0 by the runtime (signal below what it resolves): not a value.
+      {0.0, 1.0, 64, std::nullopt},
       {0.5, 0.0, 64, std::nullopt},  // not measured (one rank)
       {-0.1, 1.0, 64, std::nullopt},
       {nan, 1.0, 64, std::nullopt},
@@ -50,7 +50,7 @@ TEST(JobModelTest, EfficiencyFromMetrics) {
       EXPECT_NEAR(optimizer::StatisticalEfficiency(*p, b), (256.0 + b0) / (256.0 + b), 1e-12) << b0 << " " << b;
     }
   }
-  EXPECT_TRUE(std::isinf(NoiseScale(*EfficiencyFromMetrics(0.0, 1.0, 64))));
+  EXPECT_TRUE(std::isinf(NoiseScale(optimizer::EfficiencyParams{64, 0.0, 1.0 / 64})));
 }
 
 // A job whose step time is T = alpha + beta * local_batch + sync (sync only with more than one

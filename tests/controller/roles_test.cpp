@@ -176,6 +176,13 @@ TEST(RolesTest, AnswersAreCachedPerUidForTheConfiguredTime) {
   EXPECT_EQ(roles.Check(nobody).role, Role::kUser);
   EXPECT_FALSE(roles.Check(nobody).unknown.empty());
   EXPECT_EQ(slurm.level_calls, 3);
+  // Nor is slurmdbd asked for anybody else meanwhile (a lookup that cannot reach it may block
+  // elasticd): uid 1 is 'daemon' on Debian.
+  ASSERT_TRUE(UserName(1).has_value());
+  RoleCheck other = roles.Check(1);
+  EXPECT_EQ(other.role, Role::kUser);
+  EXPECT_NE(other.unknown.find("not asked again yet"), std::string::npos) << other.unknown;
+  EXPECT_EQ(slurm.level_calls, 3);
   slurm.level = AdminLevel::kOperator;
   slurm.now += Roles::kRetryS + 0.1;
   EXPECT_EQ(roles.Check(nobody).role, Role::kOperator);

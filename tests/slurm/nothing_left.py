@@ -7,7 +7,10 @@ refers to one of the suite's paths: the test clusters' directories, elasticd's t
 directories, the build trees or the source tree, in its command line, environment, working
 directory, executable or open files. slurmstepd rewrites its environment for its process title,
 so its open log file is what ties it to a cluster. Processes in another root (a chroot such as
-the fresh-machine check) and this process's own ancestors are not looked at.
+the fresh-machine check), processes of another local cluster (one whose files they use lies in a
+directory with an etc/slurm.conf that is not the suite's: the demo's elasticd left by
+`scripts/demo --keep` runs from the build tree, yet is not the suite's) and this process's own
+ancestors are not looked at.
 
 Usage: nothing_left.py [PATH-PREFIX...]   (default: the CTest environment's cluster, build and
 source directories (ELASTIC_BUILD_DIR may list several, separated by ':'), and the suite's fixed
@@ -52,6 +55,29 @@ def link(path):
         return ""
 
 
+def cluster_dir_of(path):
+    """The local cluster directory (one with etc/slurm.conf) that `path` lies in, or None."""
+    d = os.path.dirname(path)
+    while d not in ("", "/"):
+        if os.path.isfile(os.path.join(d, "etc", "slurm.conf")):
+            return d + "/"
+        d = os.path.dirname(d)
+    return None
+
+
+def of_another_cluster(texts, prefixes):
+    """Whether the process uses files of a local cluster that is not one of the suite's."""
+    for text in texts:
+        for token in text.split():
+            token = token.split("=", 1)[-1]
+            if not token.startswith("/"):
+                continue
+            d = cluster_dir_of(token)
+            if d and not any(d.startswith(p) or p.startswith(d) for p in prefixes):
+                return True
+    return False
+
+
 def ancestors():
     mine, pid = set(), os.getpid()
     while pid > 1:
@@ -83,7 +109,7 @@ def leftovers(prefixes):
             pass
         hit = next((p for p in prefixes for t in texts if p in t), None)
         ours = comm in PROGRAMS or any(exe.startswith(p) for p in prefixes)
-        if hit and ours:
+        if hit and ours and not of_another_cluster(texts, prefixes):
             cmd = read(f"{base}/cmdline").replace("\0", " ").strip() or comm
             found.append(f"pid {entry} ({comm}): {cmd[:160]}  [refers to {hit}]")
     return found

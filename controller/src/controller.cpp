@@ -1,3 +1,6 @@
+// The controller: registry, runtime-channel handlers, extension life cycle and the epoch in one
+// file of over 600 lines. It is kept whole only until issue 18 splits it along those seams (one
+// file each); new concepts go to files of their own (roles.cpp, job_model.cpp).
 #include "controller.h"
 
 #include <pwd.h>

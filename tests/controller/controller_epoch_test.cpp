@@ -33,6 +33,23 @@ std::unique_ptr<Controller> MakeController(const RecordedSnapshot& snap, Control
   return std::make_unique<Controller>(cfg, std::move(db).value(), nullptr);
 }
 
+// Two nodes of 4 GPUs, one elastic job at 1 GPU (up to 4) on each, the same step-time samples.
+RecordedSnapshot TwoJobsTwoNodes() {
+  RecordedSnapshot snap = GenerateSnapshot(2, 4, 1, 2, 0, 3);
+  EXPECT_EQ(snap.registry.size(), 2u);
+  snap.registry[1]["samples"] = snap.registry[0]["samples"];
+  snap.registry[1]["efficiency"] = snap.registry[0]["efficiency"];
+  for (int k : {0, 1}) {
+    snap.registry[k]["base_gpus"] = 1;
+    snap.registry[k]["spec"]["gpus_min"] = 1;
+    snap.registry[k]["spec"]["gpus_max"] = 4;
+    snap.jobs[static_cast<size_t>(k)].gpus = 1;
+    snap.jobs[static_cast<size_t>(k)].nodes = snap.nodes[static_cast<size_t>(k)].name;
+    snap.nodes[static_cast<size_t>(k)].gpus_used = 1;
+  }
+  return snap;
+}
+
 TEST(ControllerEpochTest, GrowthFitsFreeGpusAndBounds) {
   RecordedSnapshot snap = GenerateSnapshot(40, 4, 2, 60, 0, 7);
   auto ctl = MakeController(snap);
@@ -89,15 +106,9 @@ TEST(ControllerEpochTest, RemainingTimeObjectiveFavoursTheJobAboutToFinish) {
   // the remaining-time weights (Smith's rule, scheduler.srpt_exponent_percent = 100) the job
   // about to finish gets both free GPUs, whichever it is.
   for (int short_job : {0, 1}) {
-    RecordedSnapshot snap = GenerateSnapshot(2, 4, 1, 2, 0, 3);
-    ASSERT_EQ(snap.registry.size(), 2u);
+    RecordedSnapshot snap = TwoJobsTwoNodes();
     snap.nodes.resize(1);  // both jobs on the first node
-    snap.registry[1]["samples"] = snap.registry[0]["samples"];
-    snap.registry[1]["efficiency"] = snap.registry[0]["efficiency"];
     for (int k : {0, 1}) {
-      snap.registry[k]["base_gpus"] = 1;
-      snap.registry[k]["spec"]["gpus_min"] = 1;
-      snap.registry[k]["spec"]["gpus_max"] = 4;
       snap.registry[k]["total_samples"] = 100000000;
       snap.registry[k]["samples_done"] = k == short_job ? 90000000 : 0;
       snap.jobs[k].gpus = 1;
@@ -116,22 +127,6 @@ TEST(ControllerEpochTest, RemainingTimeObjectiveFavoursTheJobAboutToFinish) {
   }
 }
 
-// Two nodes of 4 GPUs, one elastic job at 1 GPU (up to 4) on each, the same step-time samples.
-RecordedSnapshot TwoJobsTwoNodes() {
-  RecordedSnapshot snap = GenerateSnapshot(2, 4, 1, 2, 0, 3);
-  EXPECT_EQ(snap.registry.size(), 2u);
-  snap.registry[1]["samples"] = snap.registry[0]["samples"];
-  snap.registry[1]["efficiency"] = snap.registry[0]["efficiency"];
-  for (int k : {0, 1}) {
-    snap.registry[k]["base_gpus"] = 1;
-    snap.registry[k]["spec"]["gpus_min"] = 1;
-    snap.registry[k]["spec"]["gpus_max"] = 4;
-    snap.jobs[static_cast<size_t>(k)].gpus = 1;
-    snap.jobs[static_cast<size_t>(k)].nodes = snap.nodes[static_cast<size_t>(k)].name;
-    snap.nodes[static_cast<size_t>(k)].gpus_used = 1;
-  }
-  return snap;
-}
 
 TEST(ControllerEpochTest, AJobAboutToFinishIsNotGrown) {
   // Job 0 has a few seconds of training left at its speed, job 1 hours: with the default

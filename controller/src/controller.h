@@ -1,100 +1,34 @@
-// The controller's logic: the registry of elastic jobs and their extensions, the handlers of
-// the runtime channel's messages, the scheduling epoch (snapshot -> optimizer -> node groups ->
-// diff -> enact) and the reconciliation with Slurm after a restart. Single-threaded: the
-// server and the epoch timer call it from one thread.
+// The controller: it owns the registry (registry.h) and its records in the state database
+// (db_records.h), and ties together the concerns that act on them, one file each:
+// handlers.cpp (the runtime channel's messages, with who may send each), lifecycle.cpp
+// (extensions and jobs from submission to end, reconciliation with Slurm), plan_input.cpp
+// (registry + Slurm view -> optimizer snapshot) and epoch.cpp (plan, diff, enact).
+// Single-threaded: the server and the epoch timer call it from one thread.
 #pragma once
 
 #include <sys/types.h>
 
 #include <cstdint>
-#include <deque>
 #include <map>
-#include <set>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "config.h"
 #include "db.h"
-#include "roles.h"
-#include "elastic/optimizer/goodput.h"
+#include "db_records.h"
 #include "elastic/optimizer/model.h"
+#include "plan_input.h"
+#include "registry.h"
+#include "roles.h"
 #include "slurm_adapter.h"
 #include "snapshot.h"
 
 namespace elastic::controller {
-
-struct ElasticJob {
-  uint32_t id = 0;
-  uint32_t uid = 0;
-  uint32_t gid = 0;
-  std::string user;
-  std::string account;
-  std::string partition;
-  std::string gpu_type;
-  int base_gpus = 0;
-  nlohmann::json spec = nlohmann::json::object();  // gpus_min, gpus_max, gpu_step, batch_*, lr_scaling, model
-  std::string state = "running";                   // running | ended
-  std::string init_token;
-  nlohmann::json launcher;  // argv, cwd, env, rendezvous_uri, topology (null until the launcher reported)
-  bool paused = false;
-  double registered_at = 0;
-  double last_rescale_at = 0;
-  int rescales = 0;
-  int64_t batch = 0;          // last reported global batch
-  int next_group = 1;
-  double grow_backoff_until = 0;  // no new growth before this time (after a failed extension)
-  int64_t metrics_received = 0;   // metrics messages accepted for this job (load tests count them)
-  // Progress toward the job's training goal (metrics `samples`, `total_samples`; 0: unknown):
-  // with the last step-time sample's speed, the remaining-time objective's inputs.
-  int64_t samples_done = 0;
-  int64_t total_samples = 0;
-  double metrics_at = 0;      // when the last metrics message arrived (0: none yet)
-  double lr_factor = 1.0;     // the runtime's learning-rate factor at its current batch (metrics, ack)
-  // The global batch the last plan chose for each GPU count the job may reach while it grows
-  // (its options'): a grow command carries the batch of the size that group brings the job to.
-  std::map<int, int64_t> grow_batch;
-  int64_t batch_command = 0;  // a set_batch command not yet acknowledged (0: none), queued at batch_command_at
-  double batch_command_at = 0;
-  std::vector<optimizer::StepSample> samples;  // recent step-time observations
-  std::optional<optimizer::EfficiencyParams> efficiency;
-  // The step-time model fitted from `samples` (not persisted: refitted after a restart). Fitting
-  // is the costly part of an epoch, so a fit is reused until the job has twice the samples it
-  // was fitted on, has run at a new size, or is five minutes old.
-  mutable std::optional<optimizer::PolluxParams> fit;
-  mutable size_t fit_samples = 0;
-  mutable size_t fit_sizes = 0;
-  mutable double fit_at = 0;
-  // The option table of the last epoch, reused while its inputs are the same (see Epoch()).
-  mutable std::optional<std::vector<optimizer::Option>> options_cache;
-  mutable std::tuple<int, int, double, int64_t, int, int> options_key{};
-  mutable double options_at = 0;
-
-  nlohmann::json ToJson() const;
-  static ElasticJob FromJson(const nlohmann::json& j);
-  int SpecInt(const char* key, int fallback) const;
-};
-
-struct Extension {
-  int64_t id = 0;
-  uint32_t parent = 0;
-  int group = 0;
-  uint32_t slurm_job = 0;
-  std::string node;
-  std::string gpu_type;
-  int gpus = 0;
-  std::string account;
-  std::string token;
-  std::string state;  // submitting submitted registered ready joining joined leaving left failed cancelled
-  double created_at = 0;
-  double joined_at = 0;
-  bool Active() const;    // holds (or is about to hold) GPUs for its parent
-  bool InFlight() const;  // not yet joined, or leaving
-};
 
 struct EpochResult {
   nlohmann::json plan;     // the optimizer's plan and the controller's decisions
@@ -117,7 +51,7 @@ class Controller {
   EpochResult Epoch(const std::vector<NodeInfo>& nodes, const std::vector<JobInfo>& jobs, bool dry_run,
                     double slurm_ms = 0.0);
   // The registered elastic jobs as JSON (ElasticJob::ToJson each).
-  nlohmann::json RegistryJson() const;
+  nlohmann::json RegistryJson() const { return registry_.JobsJson(); }
 
   // After a start or restart: adopt or cancel extension jobs, finish or roll back rescales in
   // flight, mark jobs that ended while elasticd was down.
@@ -129,62 +63,90 @@ class Controller {
 
  private:
   using Json = nlohmann::json;
-  Json Dispatch(uid_t uid, const Json& msg);
-  Json OnRegister(uid_t uid, const Json& msg);
-  Json OnRegisterExtension(uid_t uid, const Json& msg);
-  Json OnLauncher(uid_t uid, const Json& msg);
-  Json OnMetrics(uid_t uid, const Json& msg);
-  Json OnPoll(uid_t uid, const Json& msg);
-  Json OnAck(uid_t uid, const Json& msg);
-  Json OnReady(uid_t uid, const Json& msg);
-  Json OnLeft(uid_t uid, const Json& msg);
-  Json OnEnded(uid_t uid, const Json& msg);
-  Json OnStatus(uid_t uid, const Json& msg);
-  Json OnPlan(uid_t uid, const Json& msg);
-  Json OnPause(uid_t uid, const Json& msg, bool pause);
-  Json OnPauseAll(uid_t uid, bool pause);
-  Json OnSetPolicy(uid_t uid, const Json& msg);
-  Json OnSnapshot(uid_t uid, const Json& msg);
 
+  // ---- handlers.cpp: the runtime channel
+  enum class Caller;
+  struct HandlerEntry;
+  // One message, after Dispatch checked its caller.
+  struct Request {
+    uid_t uid;
+    const Json& msg;
+    const std::string& type;
+    ElasticJob* job;                // msg.job, for the handlers that speak for a job
+    std::optional<std::string> as;  // the basis of the caller's role, when a role was needed
+  };
+  static const std::map<std::string, HandlerEntry>& Handlers();
+  Json Dispatch(uid_t uid, const Json& msg);
   // The registered job `msg.job`; throws elastic::Error(kNotFound) when there is none.
   ElasticJob& FindJob(const Json& msg);
-  // The registered job `msg.job` if `uid` may speak for it (owner, root, SlurmUser); throws
-  // elastic::Error.
-  ElasticJob& OwnedJob(uid_t uid, const Json& msg);
+  Json OnRegister(const Request& r);
+  Json OnRegisterExtension(const Request& r);
+  Json OnLauncher(const Request& r);
+  Json OnMetrics(const Request& r);
+  Json OnPoll(const Request& r);
+  Json OnAck(const Request& r);
+  Json OnReady(const Request& r);
+  Json OnLeft(const Request& r);
+  Json OnEnded(const Request& r);
+  Json OnStatus(const Request& r);
+  Json OnPlan(const Request& r);
+  Json OnPause(const Request& r);     // pause, resume
+  Json OnPauseAll(const Request& r);  // pause_all, resume_all
+  Json OnSetPolicy(const Request& r);
+  Json OnSnapshot(const Request& r);
 
+  // ---- controller.cpp: the registry and its records
+  void LoadState();
   void SaveJob(const ElasticJob& job);
-  void SaveExtension(Extension& ext);
-  int64_t QueueCommand(uint32_t job, Json body);
+  void SaveExtension(Extension& ext);  // inserts (id 0) or updates; a final state leaves the registry
+  int64_t QueueCommand(uint32_t job, const Json& body);
   void Audit(std::optional<uid_t> actor, const std::string& action, uint32_t job, const Json& detail);
   void SetGpus(ElasticJob& job, int gpus);  // closes the open interval, opens one at `gpus`
-  int CurrentGpus(const ElasticJob& job) const;   // base + joined extensions
-  int PlannedGpus(const ElasticJob& job) const;   // base + every active extension
-  void EndJob(ElasticJob& job, const std::string& why);
-  void EndExtension(Extension& ext, const std::string& state, const std::string& reason, bool cancel);
-  Extension* FindExtension(uint32_t parent, int group);
-  Extension* FindExtensionBySlurmJob(uint32_t slurm_job);
+
+  // ---- lifecycle.cpp: extensions and jobs from submission to end
   Status SubmitExtension(ElasticJob& job, const std::string& node, int gpus);
-  // Queues set_batch for `job` at `gpus` GPUs (DecideBatchChange said so in `decision`).
-  void QueueBatchChange(ElasticJob& job, int64_t batch, int gpus, const Json& decision);
-  void LoadState();
+  // Whether Slurm job `j` is extension `e` of `parent` as elasticd submitted it (its link, its owner).
+  bool IsExtensionOf(const JobInfo& j, const ElasticJob& parent, const Extension& e) const;
+  void EndExtension(Extension& ext, ExtState state, const std::string& reason, bool cancel);
+  void EndJob(ElasticJob& job, const std::string& why);
+  // The epoch's first stage: end jobs and extensions Slurm no longer runs, extensions that did not
+  // join in time, and requeue lost worlds.
+  void SyncWithSlurm(const std::map<uint32_t, const JobInfo*>& by_id, double now);
   // Jobs whose batch script ended with kExitWorldLost (75): requeued once Slurm has cleaned them
   // up, unless recovery.restart_world_lost is off or they were restarted max_restarts times.
   void RestartLostWorlds(const std::map<uint32_t, const JobInfo*>& by_id);
   void FinishRestart(uint32_t job, const std::string& action, const Json& detail);
+  // Queues set_batch for `job` at `gpus` GPUs (DecideBatchChange said so in `decision`).
+  void QueueBatchChange(ElasticJob& job, int64_t batch, int gpus, const Json& decision);
+
+  // ---- epoch.cpp: plan, diff, enact
+  struct FreeGpus;
+  // The optimizer's plan for the snapshot; nullopt when there is nothing to plan or it failed.
+  std::optional<optimizer::Plan> Solve(const optimizer::Snapshot& snap);
+  // One decision per elastic job (plan_input's order), enacted unless dry_run.
+  Json DiffAndEnact(const PlanInput& in, const std::optional<optimizer::Plan>& plan, const std::vector<NodeInfo>& nodes,
+                    const std::map<uint32_t, const JobInfo*>& by_id, bool dry_run, double now);
+  // `a`: the plan's assignment for the job (nullptr: none, or it gets nothing this epoch).
+  Json Decide(ElasticJob& job, const PlanInput& in, const optimizer::Assignment* a, FreeGpus& free, bool dry_run,
+              double now);
+  void Grow(ElasticJob& job, const PlanInput& in, int current, int target, FreeGpus& free, bool dry_run, double now,
+            Json& d);
+  void Shrink(ElasticJob& job, const PlanInput& in, int current, int target, const std::vector<int64_t>& draining,
+              bool dry_run, double now, Json& d);
+  void MaybeChangeBatch(ElasticJob& job, const PlanInput& in, int gpus, int64_t batch, bool dry_run, double now,
+                        Json& d);
 
   ControllerConfig config_;
   std::unique_ptr<Database> db_;
   std::unique_ptr<SlurmAdapter> slurm_;
-  Roles roles_;                                  // who administers elasticd (roles.h)
-  std::map<uint32_t, ElasticJob> jobs_;          // running elastic jobs (ended ones stay in the DB)
-  std::map<int64_t, Extension> extensions_;      // every non-final extension
-  std::set<uint32_t> restarts_;                  // ended jobs to requeue (state 'restart' in the DB)
+  Roles roles_;                // who administers elasticd (roles.h)
+  Registry registry_;          // running elastic jobs and their non-final extensions
+  std::set<uint32_t> restarts_;  // ended jobs to requeue (state 'restart' in the DB)
   bool paused_all_ = false;
   int64_t epochs_ = 0;
 };
 
 // 128 random bits as 32 lowercase hex digits (join tokens).
 std::string NewToken();
-double Now();
 
 }  // namespace elastic::controller

@@ -2,98 +2,9 @@
 
 #include <memory>
 
+#include "elastic/common/journal_schema.h"
+
 namespace elastic::controller {
-namespace {
-
-const char* kSchema = R"sql(
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', '1');
-
--- Elastic jobs, registered when their batch step starts. data: the job record as JSON.
-CREATE TABLE IF NOT EXISTS jobs (
-  job_id INTEGER PRIMARY KEY,
-  uid INTEGER NOT NULL,
-  user TEXT NOT NULL,
-  account TEXT NOT NULL,
-  state TEXT NOT NULL,            -- running | ended
-  registered_at REAL NOT NULL,
-  ended_at REAL,
-  data TEXT NOT NULL);
-
--- Extension jobs: one node group each. The row exists before the Slurm job does (intent),
--- so that a restart after a crash can adopt or cancel what was submitted.
-CREATE TABLE IF NOT EXISTS extensions (
-  id INTEGER PRIMARY KEY AUTOINCREMENT,
-  parent INTEGER NOT NULL,
-  grp INTEGER NOT NULL,
-  slurm_job INTEGER,              -- NULL until slurmctld accepted the job
-  node TEXT NOT NULL,
-  gpu_type TEXT NOT NULL,
-  gpus INTEGER NOT NULL,
-  account TEXT NOT NULL,
-  token TEXT NOT NULL,
-  state TEXT NOT NULL,            -- submitting submitted registered ready joining joined leaving left failed cancelled
-  created_at REAL NOT NULL,
-  joined_at REAL,
-  ended_at REAL,
-  reason TEXT,
-  UNIQUE (parent, grp));
-
--- Commands for a job's runtime, delivered by poll and acknowledged once.
-CREATE TABLE IF NOT EXISTS commands (
-  id INTEGER PRIMARY KEY AUTOINCREMENT,
-  job_id INTEGER NOT NULL,
-  body TEXT NOT NULL,
-  state TEXT NOT NULL,            -- queued delivered acked failed cancelled
-  created_at REAL NOT NULL,
-  done_at REAL,
-  result TEXT);
-
--- One row per scheduling epoch: what the optimizer saw and decided, and what was done.
-CREATE TABLE IF NOT EXISTS epochs (
-  id INTEGER PRIMARY KEY AUTOINCREMENT,
-  started_at REAL NOT NULL,
-  duration_ms REAL NOT NULL,
-  policy TEXT NOT NULL,
-  jobs INTEGER NOT NULL,
-  objective REAL,
-  inputs TEXT NOT NULL,
-  decisions TEXT NOT NULL);
-
--- Every rescale with the time of each phase (seconds), as the runtime reported them.
-CREATE TABLE IF NOT EXISTS rescales (
-  id INTEGER PRIMARY KEY AUTOINCREMENT,
-  job_id INTEGER NOT NULL,
-  kind TEXT NOT NULL,             -- grow | shrink
-  grp INTEGER NOT NULL,
-  from_gpus INTEGER NOT NULL,
-  to_gpus INTEGER NOT NULL,
-  requested_at REAL NOT NULL,
-  done_at REAL,
-  ok INTEGER,
-  pause_s REAL,
-  phases TEXT);
-
--- GPU-count intervals per elastic job (end NULL: still open).
-CREATE TABLE IF NOT EXISTS intervals (
-  job_id INTEGER NOT NULL,
-  start REAL NOT NULL,
-  end REAL,
-  gpus INTEGER NOT NULL,
-  gpu_type TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS intervals_job ON intervals (job_id);
-
--- Every action taken on a user's job, and who asked for it.
-CREATE TABLE IF NOT EXISTS audit (
-  id INTEGER PRIMARY KEY AUTOINCREMENT,
-  at REAL NOT NULL,
-  actor_uid INTEGER,
-  action TEXT NOT NULL,
-  job_id INTEGER,
-  detail TEXT NOT NULL);
-)sql";
-
-}  // namespace
 
 Result<std::unique_ptr<Database>> Database::Open(const std::string& path) {
   sqlite3* db = nullptr;
@@ -111,7 +22,7 @@ Result<std::unique_ptr<Database>> Database::Open(const std::string& path) {
     d->Run("PRAGMA synchronous=NORMAL");
     d->Run("PRAGMA foreign_keys=ON");
     char* err = nullptr;
-    if (sqlite3_exec(db, kSchema, nullptr, nullptr, &err) != SQLITE_OK) {
+    if (sqlite3_exec(db, journal::kSchema, nullptr, nullptr, &err) != SQLITE_OK) {
       std::string msg = err ? err : "unknown error";
       sqlite3_free(err);
       return Status(ErrorKind::kUnavailable, "cannot create the schema in " + path + ": " + msg);

@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "controller.h"
+#include "registry.h"
 #include "elastic/optimizer/goodput.h"
 #include "elastic/optimizer/model.h"
 

@@ -2,7 +2,8 @@
 
 #include <random>
 
-#include "controller.h"
+#include "db_records.h"
+#include "registry.h"
 
 namespace elastic::controller {
 namespace {
@@ -89,9 +90,7 @@ Result<RecordedSnapshot> SnapshotFromJson(const nlohmann::json& j) {
 
 void SeedRegistry(Database& db, const nlohmann::json& registry) {
   for (const auto& r : registry) {
-    db.Run("INSERT INTO jobs (job_id, uid, user, account, state, registered_at, data) VALUES (?,?,?,?,?,?,?)",
-           {r.at("id").get<int64_t>(), r.value("uid", int64_t{0}), r.value("user", ""), r.value("account", ""),
-            std::string("running"), r.value("registered_at", 0.0), r.dump()});
+    records::SeedRunningJob(db, r);
   }
 }
 

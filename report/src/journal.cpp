@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "elastic/common/journal_schema.h"
+
 namespace elastic::report {
 namespace {
 
@@ -62,14 +64,14 @@ Result<Journal> ReadJournal(const std::string& path) {
       !e.empty()) {
     return fail(e);
   }
-  for (const char* t : {"jobs", "extensions", "rescales", "intervals"}) {
+  for (const char* t : journal::kReportTables) {
     if (!tables.count(t)) {
       return Status(ErrorKind::kInvalidArgument,
                     path + " is not an elasticd state database (it has no table '" + std::string(t) + "')");
     }
   }
   Journal j;
-  std::string e = Query(db.get(), "SELECT job_id, user, account, state, registered_at, ended_at, data FROM jobs",
+  std::string e = Query(db.get(), journal::kReadJobs,
                         [&](sqlite3_stmt* st) {
                           JournalJob job;
                           job.id = U64(st, 0);
@@ -98,13 +100,11 @@ Result<Journal> ReadJournal(const std::string& path) {
                           j.jobs[job.id] = std::move(job);
                         });
   if (!e.empty()) return fail(e);
-  e = Query(db.get(), "SELECT job_id, start, end, gpus FROM intervals ORDER BY job_id, start", [&](sqlite3_stmt* st) {
+  e = Query(db.get(), journal::kReadIntervals, [&](sqlite3_stmt* st) {
     j.intervals.push_back({U64(st, 0), Real(st, 1), Real(st, 2), Int(st, 3)});
   });
   if (!e.empty()) return fail(e);
-  e = Query(db.get(),
-            "SELECT job_id, kind, grp, from_gpus, to_gpus, requested_at, done_at, ok, pause_s FROM rescales "
-            "ORDER BY job_id, requested_at",
+  e = Query(db.get(), journal::kReadRescales,
             [&](sqlite3_stmt* st) {
               Rescale r;
               r.job = U64(st, 0);
@@ -119,7 +119,7 @@ Result<Journal> ReadJournal(const std::string& path) {
               j.rescales.push_back(std::move(r));
             });
   if (!e.empty()) return fail(e);
-  e = Query(db.get(), "SELECT parent, grp, slurm_job, gpus, state FROM extensions ORDER BY parent, grp",
+  e = Query(db.get(), journal::kReadExtensions,
             [&](sqlite3_stmt* st) {
               j.extensions.push_back({U64(st, 0), sqlite3_column_int64(st, 1), U64(st, 2), Int(st, 3), Text(st, 4)});
             });

@@ -1,0 +1,313 @@
+// The scheduling epoch: bring the registry in line with Slurm (lifecycle.cpp), build the plan's
+// input (plan_input.cpp), plan, then diff the plan against the registry and enact it: node
+// groups for growth, whole extension groups for shrinking, batch changes at an unchanged size.
+#include <algorithm>
+#include <chrono>
+#include <set>
+#include <unordered_map>
+
+#include "controller.h"
+#include "elastic/common/log.h"
+#include "elastic/optimizer/policy.h"
+#include "job_model.h"
+
+namespace elastic::controller {
+namespace {
+
+constexpr const char* kComponent = "controller";
+
+using Clock = std::chrono::steady_clock;
+double MsSince(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+
+// The batch of the job's options at n GPUs (its current batch where it has none).
+int64_t BatchFor(const PlanInput& in, const ElasticJob& job, int n) {
+  auto per_job = in.batch_at.find(job.id);
+  if (per_job == in.batch_at.end()) return job.batch;
+  auto it = per_job->second.find(n);
+  return it != per_job->second.end() ? it->second : job.batch;
+}
+
+}  // namespace
+
+// Free GPUs per usable node, and per GPU type the nodes ordered by most free GPUs first (ties by
+// name), kept in order as growth takes GPUs: choosing nodes costs O(log nodes).
+struct Controller::FreeGpus {
+  std::unordered_map<std::string, int> free;
+  std::map<std::string, std::set<std::pair<int, std::string>>> by_free;  // (-free, name)
+
+  FreeGpus(const std::vector<NodeInfo>& nodes, const Registry& registry,
+           const std::map<uint32_t, const JobInfo*>& by_id) {
+    std::unordered_map<std::string, std::string> type_of;
+    for (const auto& n : nodes) {
+      if (n.usable && !n.draining) {
+        free[n.name] = n.free();
+        type_of[n.name] = n.gpu_type;
+      }
+    }
+    for (const auto& [id, e] : registry.extensions) {  // submitted but not yet running: their GPUs are spoken for
+      auto it = by_id.find(e.slurm_job);
+      if (it != by_id.end() && it->second->state == SlurmJobState::kPending && free.count(e.node)) {
+        free[e.node] = std::max(0, free[e.node] - e.gpus);
+      }
+    }
+    for (const auto& [name, f] : free) {
+      if (f > 0) by_free[type_of[name]].insert({-f, name});
+    }
+  }
+};
+
+EpochResult Controller::RunEpoch(bool dry_run) {
+  auto t0 = Clock::now();
+  auto nodes_r = slurm_->LoadNodes();
+  auto jobs_r = slurm_->LoadJobs();
+  if (!nodes_r.ok() || !jobs_r.ok()) {
+    Log(LogLevel::kWarning, kComponent, "epoch skipped: ", (!nodes_r.ok() ? nodes_r.status() : jobs_r.status()).message());
+    EpochResult skipped;
+    skipped.plan = {{"skipped", true}};
+    return skipped;
+  }
+  return Epoch(nodes_r.value(), jobs_r.value(), dry_run, MsSince(t0));
+}
+
+EpochResult Controller::Epoch(const std::vector<NodeInfo>& nodes, const std::vector<JobInfo>& sjobs, bool dry_run,
+                               double slurm_ms) {
+  auto t0 = Clock::now();
+  EpochResult result;
+  double now = Now();
+  std::map<uint32_t, const JobInfo*> by_id;
+  for (const auto& j : sjobs) by_id[j.id] = &j;
+
+  if (!dry_run) SyncWithSlurm(by_id, now);
+
+  auto t_snap = Clock::now();
+  PlanInput in = BuildPlanInput(registry_, nodes, sjobs, config_, paused_all_, now);
+  result.stage_ms["snapshot"] = MsSince(t_snap);
+
+  auto t_plan = Clock::now();
+  std::optional<optimizer::Plan> plan = Solve(in.snap);
+  result.stage_ms["plan"] = MsSince(t_plan);
+
+  auto t_diff = Clock::now();
+  nlohmann::json decisions = DiffAndEnact(in, plan, nodes, by_id, dry_run, now);
+  result.stage_ms["diff"] = MsSince(t_diff);
+  result.stage_ms["slurm"] = slurm_ms;
+  result.duration_ms = MsSince(t0) + slurm_ms;  // what the epoch row and the log report
+
+  result.plan = {{"policy", config_.policy},
+                 {"objective", plan ? plan->objective : 0.0},
+                 {"bound", plan ? plan->bound : 0.0},
+                 {"solve_ms", plan ? plan->solve_ms : 0.0},
+                 {"jobs", in.snap.jobs.size()},
+                 {"capacity", in.capacity},
+                 {"decisions", decisions},
+                 {"stage_ms", result.stage_ms}};
+  if (!dry_run) {
+    ++epochs_;
+    nlohmann::json inputs{{"capacity", in.capacity}, {"jobs", in.snap.jobs.size()}, {"elastic", in.elastic_order.size()}};
+    records::RecordEpoch(*db_, now, result.duration_ms, config_.policy, static_cast<int64_t>(in.snap.jobs.size()),
+                         plan ? std::optional<double>(plan->objective) : std::nullopt, inputs, decisions);
+    Log(LogLevel::kVerbose, kComponent, "epoch ", epochs_, ": ", in.snap.jobs.size(), " jobs, ", result.duration_ms, " ms");
+  }
+  return result;
+}
+
+std::optional<optimizer::Plan> Controller::Solve(const optimizer::Snapshot& snap) {
+  auto policy = optimizer::MakePolicy(config_.policy);
+  if (!policy.ok() || snap.jobs.empty() || snap.cluster.types.empty()) return std::nullopt;
+  optimizer::PolicyOptions popts;
+  popts.keep_running = true;
+  popts.place = false;
+  popts.objective.rescale_cost_s = config_.rescale_cost_s;
+  popts.objective.srpt_exponent = config_.srpt_exponent;
+  popts.objective.rescale_payback = config_.rescale_payback;
+  if (config_.objective == "power-mean") popts.objective.kind = optimizer::ObjectiveKind::kPowerMean;
+  // Jobs whose options all lie on one GPU type do not compete with other types: when every job is
+  // such, each type is its own (single-type, exactly solvable) problem.
+  std::map<std::string, optimizer::Snapshot> per_type;
+  bool separable = true;
+  for (const auto& j : snap.jobs) {
+    std::set<std::string> types;
+    for (const auto& o : j.options) types.insert(o.gpu_type);
+    if (types.size() != 1) {
+      separable = false;
+      break;
+    }
+    per_type[*types.begin()].jobs.push_back(j);
+  }
+  if (!separable || per_type.size() < 2) per_type = {{"", snap}};
+  // The epoch's solve budget is shared by the sub-problems: past it, dp returns a plan with a
+  // certified bound instead of an exact one (docs/optimizer.md).
+  popts.time_budget_ms = config_.solve_budget_ms / static_cast<double>(per_type.size());
+  optimizer::Plan plan;
+  plan.policy = config_.policy;
+  for (auto& [type, sub] : per_type) {
+    if (!type.empty()) {
+      for (const auto& t : snap.cluster.types) {
+        if (t.name == type) sub.cluster.types = {t};
+      }
+    }
+    auto solved = policy.value()->Solve(sub, popts);
+    if (!solved.ok()) {
+      Log(LogLevel::kWarning, kComponent, "the optimizer failed: ", solved.status().message());
+      return std::nullopt;
+    }
+    plan.objective += solved.value().objective;
+    plan.bound += solved.value().bound;
+    plan.solve_ms += solved.value().solve_ms;
+    for (auto& a : solved.value().assignments) plan.assignments.push_back(std::move(a));
+  }
+  return plan;
+}
+
+nlohmann::json Controller::DiffAndEnact(const PlanInput& in, const std::optional<optimizer::Plan>& plan,
+                                        const std::vector<NodeInfo>& nodes,
+                                        const std::map<uint32_t, const JobInfo*>& by_id, bool dry_run, double now) {
+  std::map<std::string, const optimizer::Assignment*> assignment;
+  if (plan) {
+    for (const auto& a : plan->assignments) assignment[a.job_id] = &a;
+  }
+  FreeGpus free(nodes, registry_, by_id);
+  nlohmann::json decisions = nlohmann::json::array();
+  for (uint32_t id : in.elastic_order) {
+    ElasticJob& job = registry_.jobs.at(id);
+    auto ait = assignment.find(std::to_string(id));
+    // The plan's answer for the job; none when it was not planned or gets nothing this epoch.
+    const optimizer::Assignment* a = ait != assignment.end() && !ait->second->pending ? ait->second : nullptr;
+    decisions.push_back(Decide(job, in, a, free, dry_run, now));
+  }
+  return decisions;
+}
+
+nlohmann::json Controller::Decide(ElasticJob& job, const PlanInput& in, const optimizer::Assignment* a, FreeGpus& free,
+                                  bool dry_run, double now) {
+  const uint32_t id = job.id;
+  int current = registry_.PlannedGpus(job);
+  int target = a != nullptr ? a->gpus : current;
+  // Extensions on nodes that start draining (or are down, failed, in maintenance) leave, whatever
+  // the plan says. A node whose state slurmctld does not know right now (it stopped responding,
+  // or slurmctld restarted and the node has not registered again) is no reason: Slurm itself ends
+  // the extension if the node goes down.
+  std::vector<int64_t> draining;
+  for (const auto& [eid, e] : registry_.extensions) {
+    auto nit = in.node_by_name.find(e.node);
+    if (e.parent == id && e.state == ExtState::kJoined && nit != in.node_by_name.end() &&
+        (nit->second->draining || (!nit->second->usable && !nit->second->unresponsive))) {
+      draining.push_back(eid);
+    }
+  }
+  // The global batch the plan chose for the target size (the current batch when it chose none).
+  const int64_t target_batch = a != nullptr && a->batch > 0 ? a->batch : job.batch;
+  nlohmann::json d{{"job", id}, {"current", current}, {"target", target}, {"batch", job.batch}, {"target_batch", target_batch}};
+  if (auto f = in.finishing.find(id); f != in.finishing.end()) d["time_left_s"] = f->second;  // not grown
+  if (in.no_step.count(id)) d["no_step_yet"] = true;  // not grown: its program has reported no step
+  if (target > current) {
+    Grow(job, in, current, target, free, dry_run, now, d);
+  } else if (target < current || !draining.empty()) {
+    Shrink(job, in, current, target, draining, dry_run, now, d);
+  } else {
+    MaybeChangeBatch(job, in, current, target_batch, dry_run, now, d);
+  }
+  return d;
+}
+
+void Controller::MaybeChangeBatch(ElasticJob& job, const PlanInput& in, int gpus, int64_t batch, bool dry_run,
+                                  double now, nlohmann::json& d) {
+  const bool frozen = in.frozen_jobs.count(job.id) > 0 || in.finishing.count(job.id) > 0;
+  if (DecideBatchChange(job, gpus, batch, frozen, in.GpusPerNode(job.gpu_type), config_.min_gain, now, d) && !dry_run) {
+    QueueBatchChange(job, batch, gpus, d);
+  }
+}
+
+void Controller::Grow(ElasticJob& job, const PlanInput& in, int current, int target, FreeGpus& free, bool dry_run,
+                      double now, nlohmann::json& d) {
+  d["action"] = "grow";
+  int need = target - current;
+  int step = std::max(1, job.SpecInt("gpu_step", 1));
+  auto& order = free.by_free[job.gpu_type];
+  nlohmann::json groups = nlohmann::json::array();
+  std::vector<std::pair<int, std::string>> skipped;  // nodes with fewer free GPUs than a step
+  while (need > 0 && !order.empty()) {
+    auto [neg_free, node] = *order.begin();
+    order.erase(order.begin());
+    int node_free = -neg_free;
+    int take = std::min(node_free, need) / step * step;
+    if (take <= 0) {
+      skipped.push_back({neg_free, node});
+      if (node_free < step) break;  // every later node has even fewer free GPUs
+      continue;
+    }
+    groups.push_back({{"node", node}, {"gpus", take}});
+    if (!dry_run) {
+      Status s = SubmitExtension(job, node, take);
+      if (!s.ok()) {
+        d["error"] = s.message();
+        break;
+      }
+    }
+    free.free[node] -= take;
+    if (free.free[node] > 0) order.insert({-free.free[node], node});
+    need -= take;
+  }
+  for (auto& k : skipped) order.insert(k);
+  d["groups"] = groups;
+  if (need > 0) {
+    // Nodes had fewer free GPUs than the plan (they free up when other jobs shrink): the job grows
+    // to what they had, with the batch of that size.
+    d["wanted"] = target;
+    d["target"] = target - need;
+    d["target_batch"] = BatchFor(in, job, target - need);
+  }
+  if (!dry_run) {  // each grow command carries its size's batch (OnReady)
+    auto per_job = in.batch_at.find(job.id);
+    job.grow_batch = per_job != in.batch_at.end() ? per_job->second : std::map<int, int64_t>{};
+  }
+  // None at all: the job keeps its size this epoch, and may change its batch at that size.
+  if (groups.empty()) MaybeChangeBatch(job, in, current, BatchFor(in, job, current), dry_run, now, d);
+}
+
+void Controller::Shrink(ElasticJob& job, const PlanInput& in, int current, int target,
+                        const std::vector<int64_t>& draining, bool dry_run, double now, nlohmann::json& d) {
+  d["action"] = "shrink";
+  std::vector<Extension*> groups;
+  for (auto& [eid, e] : registry_.extensions) {
+    if (e.parent == job.id && e.Active() && e.state != ExtState::kLeaving) groups.push_back(&e);
+  }
+  // Groups leave in reverse order of joining (the runtime refuses any other): those not yet
+  // joined first, then the latest joined. Two extensions ready in the same epoch may join in
+  // either order, so the order of group ids is not the order of joining.
+  std::sort(groups.begin(), groups.end(), [](Extension* a, Extension* b) {
+    const bool a_in = a->state == ExtState::kJoined, b_in = b->state == ExtState::kJoined;
+    if (a_in != b_in) return !a_in;
+    if (a_in && a->joined_at != b->joined_at) return a->joined_at > b->joined_at;
+    return a->group > b->group;
+  });
+  int level = current;
+  nlohmann::json leaving = nlohmann::json::array();
+  std::vector<Extension*> chosen;
+  for (Extension* e : groups) {
+    bool drain = std::find(draining.begin(), draining.end(), e->id) != draining.end();
+    if (level <= target && !drain) continue;
+    chosen.push_back(e);
+    level -= e->gpus;
+    leaving.push_back({{"group", e->group}, {"job", e->slurm_job}, {"gpus", e->gpus}, {"state", ExtStateName(e->state)}});
+  }
+  d["groups"] = leaving;
+  if (dry_run) return;
+  for (Extension* e : chosen) {
+    if (e->state == ExtState::kJoined) {
+      int from = registry_.CurrentGpus(job);
+      e->MoveTo(ExtState::kLeaving);
+      SaveExtension(*e);
+      // The batch of the size this shrink leaves the job at (a drain may leave it below the plan's
+      // target, and group sizes need not meet the target exactly).
+      QueueCommand(job.id, {{"action", "shrink"}, {"group", e->group}, {"gpus", from - e->gpus},
+                            {"global_batch", BatchFor(in, job, from - e->gpus)}});
+      records::StartRescale(*db_, job.id, "shrink", e->group, from, from - e->gpus, now);
+      Audit(std::nullopt, "shrink", job.id, {{"group", e->group}, {"from", from}, {"to", from - e->gpus}});
+    } else if (e->state != ExtState::kJoining) {
+      EndExtension(*e, ExtState::kCancelled, "no longer in the plan", true);  // never joined: just cancel it
+    }
+  }
+}
+
+}  // namespace elastic::controller

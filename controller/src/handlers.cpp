@@ -1,0 +1,461 @@
+// The runtime channel's messages (docs/interfaces.md section 3): one table maps each message
+// type to its handler and to who may send it, and the table's caller check runs before any
+// handler does. A handler speaks for a job only once the check found the job and the caller's
+// right to it.
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "controller.h"
+#include "elastic/common/log.h"
+#include "elastic/common/wire.h"
+#include "elastic/optimizer/policy.h"
+#include "job_model.h"
+
+namespace elastic::controller {
+namespace {
+
+constexpr const char* kComponent = "controller";
+constexpr size_t kMaxSamples = 256;
+
+Error Refuse(ErrorKind kind, const std::string& message) { return Error(kind, message); }
+
+uint32_t JobField(const nlohmann::json& msg, const char* key = "job") {
+  auto it = msg.find(key);
+  if (it == msg.end() || !it->is_number_unsigned() || it->get<uint64_t>() == 0 || it->get<uint64_t>() > 0xfffffff0ULL) {
+    throw Refuse(ErrorKind::kProtocol, std::string("message needs a positive integer \"") + key + "\"");
+  }
+  return it->get<uint32_t>();
+}
+
+template <typename T>
+T Field(const nlohmann::json& msg, const char* key, T fallback) {
+  auto it = msg.find(key);
+  if (it == msg.end() || it->is_null()) return fallback;
+  try {
+    return it->get<T>();
+  } catch (const nlohmann::json::exception&) {
+    throw Refuse(ErrorKind::kProtocol, std::string("field \"") + key + "\" has the wrong type");
+  }
+}
+
+// The noise scale for status: a number, or "inf" when the measured signal is below the noise.
+nlohmann::json NoiseScaleJson(const optimizer::EfficiencyParams& p) {
+  const double scale = NoiseScale(p);
+  return std::isfinite(scale) ? nlohmann::json(scale) : nlohmann::json("inf");
+}
+
+}  // namespace
+
+// Who may send a message. The check runs once, in Dispatch, before the handler.
+enum class Controller::Caller {
+  kAnyone,           // any authenticated uid (status)
+  kPlugin,           // the SPANK plugin: root
+  kJobOwner,         // the owner of msg.job, root or SlurmUser (the job's runtime and launcher)
+  kOwnerOrOperator,  // the owner of msg.job, or an operator for another user's job (pause, resume)
+  kOperator,         // a Slurm operator or administrator, root or SlurmUser (roles.h)
+};
+
+struct Controller::HandlerEntry {
+  Caller caller;
+  // kPlugin: what the plugin does ("registers jobs"); kOwnerOrOperator: what an operator does to
+  // another user's job ("pausing"). Refusals name it.
+  const char* what;
+  Json (Controller::*handle)(const Request&);
+};
+
+const std::map<std::string, Controller::HandlerEntry>& Controller::Handlers() {
+  static const std::map<std::string, HandlerEntry> table{
+      {"register", {Caller::kPlugin, "registers jobs", &Controller::OnRegister}},
+      {"register_extension", {Caller::kPlugin, "registers extension jobs", &Controller::OnRegisterExtension}},
+      {"launcher", {Caller::kJobOwner, "", &Controller::OnLauncher}},
+      {"metrics", {Caller::kJobOwner, "", &Controller::OnMetrics}},
+      {"poll", {Caller::kJobOwner, "", &Controller::OnPoll}},
+      {"ack", {Caller::kJobOwner, "", &Controller::OnAck}},
+      {"ready", {Caller::kJobOwner, "", &Controller::OnReady}},
+      {"left", {Caller::kJobOwner, "", &Controller::OnLeft}},
+      {"ended", {Caller::kJobOwner, "", &Controller::OnEnded}},
+      {"status", {Caller::kAnyone, "", &Controller::OnStatus}},
+      {"plan", {Caller::kOperator, "", &Controller::OnPlan}},
+      {"snapshot", {Caller::kOperator, "", &Controller::OnSnapshot}},
+      {"set_policy", {Caller::kOperator, "", &Controller::OnSetPolicy}},
+      {"pause", {Caller::kOwnerOrOperator, "pausing", &Controller::OnPause}},
+      {"resume", {Caller::kOwnerOrOperator, "resuming", &Controller::OnPause}},
+      {"pause_all", {Caller::kOperator, "", &Controller::OnPauseAll}},
+      {"resume_all", {Caller::kOperator, "", &Controller::OnPauseAll}},
+  };
+  return table;
+}
+
+nlohmann::json Controller::Handle(uid_t uid, const nlohmann::json& msg) {
+  int64_t id = msg.contains("id") && msg["id"].is_number_integer() ? msg["id"].get<int64_t>() : 0;
+  try {
+    return Dispatch(uid, msg);
+  } catch (const Error& e) {
+    Log(e.kind() == ErrorKind::kInternal ? LogLevel::kError : LogLevel::kVerbose, kComponent, "refused ",
+        msg.value("type", "?"), " from uid ", uid, ": ", e.what());
+    return wire::MakeErrorReply(id, Status(e.kind(), e.what()));
+  } catch (const std::exception& e) {
+    Log(LogLevel::kError, kComponent, "error handling ", msg.value("type", "?"), ": ", e.what());
+    return wire::MakeErrorReply(id, Status(ErrorKind::kInternal, e.what()));
+  }
+}
+
+nlohmann::json Controller::Dispatch(uid_t uid, const nlohmann::json& msg) {
+  const std::string type = msg.value("type", "");
+  const int64_t id = msg.value("id", int64_t{0});
+  auto it = Handlers().find(type);
+  if (it == Handlers().end()) throw Refuse(ErrorKind::kProtocol, "unknown message type '" + type + "'");
+  const HandlerEntry& entry = it->second;
+  Request r{uid, msg, type, nullptr, std::nullopt};
+  switch (entry.caller) {
+    case Caller::kAnyone:
+      break;
+    case Caller::kPlugin:
+      if (uid != 0) throw Refuse(ErrorKind::kPermission, std::string("only the plugin (root) ") + entry.what);
+      break;
+    case Caller::kJobOwner:
+      r.job = &FindJob(msg);
+      if (uid != r.job->uid && !roles_.IsRootOrSlurmUser(uid)) {
+        throw Refuse(ErrorKind::kPermission,
+                     "uid " + std::to_string(uid) + " does not own job " + std::to_string(r.job->id));
+      }
+      break;
+    case Caller::kOwnerOrOperator:
+      r.job = &FindJob(msg);
+      if (uid != r.job->uid) {  // the owner may; for another user's job, the same role as pause_all
+        r.as = roles_
+                   .Require(uid, Role::kOperator,
+                            "uid " + std::to_string(uid) + " does not own job " + std::to_string(r.job->id) + ": " +
+                                entry.what + " another user's job")
+                   .basis;
+      }
+      break;
+    case Caller::kOperator:
+      r.as = roles_.Require(uid, Role::kOperator, type).basis;
+      break;
+  }
+  return wire::MakeReply(id, (this->*entry.handle)(r));
+}
+
+ElasticJob& Controller::FindJob(const nlohmann::json& msg) {
+  uint32_t id = JobField(msg);
+  auto it = registry_.jobs.find(id);
+  if (it == registry_.jobs.end()) {
+    throw Refuse(ErrorKind::kNotFound, "job " + std::to_string(id) + " is not a running elastic job");
+  }
+  return it->second;
+}
+
+nlohmann::json Controller::OnRegister(const Request& r) {
+  uint32_t id = JobField(r.msg);
+  auto info = slurm_->LoadJob(id);
+  if (!info.ok()) throw Refuse(info.status().kind(), info.status().message());
+  const JobInfo& j = info.value();
+  if (j.state != SlurmJobState::kRunning) throw Refuse(ErrorKind::kInvalidArgument, "job " + std::to_string(id) + " is not running");
+  if (Field<uint32_t>(r.msg, "user", j.user_id) != j.user_id) {
+    throw Refuse(ErrorKind::kPermission, "job " + std::to_string(id) + " does not belong to that user");
+  }
+  ElasticJob job;
+  auto old = registry_.jobs.find(id);
+  if (old != registry_.jobs.end()) job = old->second;  // a restarted batch step registers again
+  // A requeued job registers afresh: its group ids continue after those it used before.
+  job.next_group = std::max(job.next_group, records::MaxGroup(*db_, id) + 1);
+  restarts_.erase(id);
+  job.id = id;
+  job.uid = j.user_id;
+  job.gid = j.group_id;
+  job.user = j.user;
+  job.account = j.account;
+  job.partition = j.partition;
+  job.gpu_type = j.gpu_type;
+  job.base_gpus = j.gpus;
+  job.spec = r.msg.value("spec", Json::object());
+  job.state = "running";
+  job.init_token = NewToken();
+  if (job.registered_at == 0) job.registered_at = Now();
+  registry_.jobs[id] = job;
+  SaveJob(job);
+  SetGpus(registry_.jobs[id], registry_.CurrentGpus(job));
+  Audit(r.uid, "register", id, {{"gpus", job.base_gpus}, {"spec", job.spec}, {"user", job.user}});
+  Log(LogLevel::kInfo, kComponent, "registered elastic job ", id, " of ", job.user, " at ", job.base_gpus, " ",
+      job.gpu_type, " GPUs");
+  return {{"mode", "elastic"}, {"join_token", job.init_token}, {"epoch_s", config_.epoch_s}};
+}
+
+nlohmann::json Controller::OnRegisterExtension(const Request& r) {
+  uint32_t ext_job = JobField(r.msg);
+  Extension* e = registry_.FindExtensionBySlurmJob(ext_job);
+  if (e == nullptr) throw Refuse(ErrorKind::kNotFound, "job " + std::to_string(ext_job) + " is not an extension elasticd submitted");
+  auto parent = registry_.jobs.find(e->parent);
+  if (parent == registry_.jobs.end()) throw Refuse(ErrorKind::kNotFound, "the parent of extension job " + std::to_string(ext_job) + " is not running");
+  auto info = slurm_->LoadJob(ext_job);
+  if (!info.ok()) throw Refuse(info.status().kind(), info.status().message());
+  if (!IsExtensionOf(info.value(), parent->second, *e)) {
+    throw Refuse(ErrorKind::kPermission, "job " + std::to_string(ext_job) + " does not match elasticd's record of it");
+  }
+  const Json& launcher = parent->second.launcher;
+  if (!launcher.is_object() || !launcher.contains("rendezvous_uri")) {
+    throw Refuse(ErrorKind::kUnavailable, "the parent's launcher has not reported its rendezvous yet");
+  }
+  if (e->state == ExtState::kSubmitted || e->state == ExtState::kSubmitting) {
+    e->MoveTo(ExtState::kRegistered);
+    SaveExtension(*e);
+  }
+  return {{"parent", e->parent},
+          {"group", e->group},
+          {"join_token", e->token},
+          {"rendezvous_uri", launcher["rendezvous_uri"]},
+          {"spec", parent->second.spec}};
+}
+
+nlohmann::json Controller::OnLauncher(const Request& r) {
+  ElasticJob& job = *r.job;
+  Json launcher{{"rendezvous_uri", Field<std::string>(r.msg, "rendezvous_uri", "")},
+                {"argv", r.msg.value("argv", Json::array())},
+                {"launcher_args", r.msg.value("launcher_args", Json::array())},
+                {"cwd", Field<std::string>(r.msg, "cwd", "")},
+                {"env", r.msg.value("env", Json::object())},
+                {"topology", r.msg.value("topology", Json::object())}};
+  if (!launcher["argv"].is_array() || launcher["argv"].empty()) throw Refuse(ErrorKind::kProtocol, "launcher needs a non-empty \"argv\"");
+  for (const auto& a : launcher["argv"]) {
+    if (!a.is_string()) throw Refuse(ErrorKind::kProtocol, "\"argv\" must hold strings");
+  }
+  static const std::set<std::string> kAllowedArgs{"--oversubscribe", "--export"};
+  bool expect_value = false;
+  for (const auto& a : launcher["launcher_args"]) {
+    if (!a.is_string()) throw Refuse(ErrorKind::kProtocol, "\"launcher_args\" must hold strings");
+    if (expect_value) {
+      expect_value = false;
+      continue;
+    }
+    if (!kAllowedArgs.count(a.get<std::string>())) {
+      throw Refuse(ErrorKind::kProtocol, "launcher argument '" + a.get<std::string>() + "' is not one elasticd passes on");
+    }
+    expect_value = a == "--export";
+  }
+  if (!launcher["env"].is_object()) throw Refuse(ErrorKind::kProtocol, "\"env\" must be an object");
+  for (const auto& [k, v] : launcher["env"].items()) {
+    if (!v.is_string() || k.empty() || k.find('=') != std::string::npos) throw Refuse(ErrorKind::kProtocol, "bad \"env\" entry");
+  }
+  if (launcher["cwd"].get<std::string>().empty() || launcher["cwd"].get<std::string>().front() != '/') {
+    throw Refuse(ErrorKind::kProtocol, "launcher needs an absolute \"cwd\"");
+  }
+  job.launcher = launcher;
+  SaveJob(job);
+  return Json::object();
+}
+
+nlohmann::json Controller::OnMetrics(const Request& r) {
+  ElasticJob& job = *r.job;
+  int gpus = Field<int>(r.msg, "gpus", 0);
+  double step_time = Field<double>(r.msg, "step_time_s", 0.0);
+  double local_batch = Field<double>(r.msg, "local_batch", 0.0);
+  int64_t global_batch = Field<int64_t>(r.msg, "global_batch", 0);
+  if (global_batch > 0) job.batch = global_batch;
+  if (gpus > 0 && step_time > 0 && local_batch > 0 && Field<int>(r.msg, "accum_steps", 0) == 0) {
+    int nodes = 1;  // the groups of a job: base nodes plus one node per joined extension
+    std::set<std::string> hosts;
+    for (const auto& [id, e] : registry_.extensions) {
+      if (e.parent == job.id && e.state == ExtState::kJoined) hosts.insert(e.node);
+    }
+    nodes += static_cast<int>(hosts.size());
+    job.samples.push_back({nodes, gpus, local_batch, step_time});
+    if (job.samples.size() > kMaxSamples) job.samples.erase(job.samples.begin());
+  }
+  // Sample counts as numbers within [0, 1e18] (any JSON number; larger ones are refused).
+  auto count = [&](const char* key) -> int64_t {
+    const double v = Field<double>(r.msg, key, 0.0);
+    if (!(v >= 0.0 && v <= 1e18)) throw Refuse(ErrorKind::kProtocol, std::string("field \"") + key + "\" out of range");
+    return static_cast<int64_t>(v);
+  };
+  if (int64_t done = count("samples"); done > 0) job.samples_done = done;
+  if (int64_t total = count("total_samples"); total > 0) job.total_samples = total;
+  // grad_sqr = |g|^2 and grad_var = tr(Sigma) per sample, expressed at B0 = the job's minimum
+  // batch (its current one without bounds); kept until the runtime measures them again.
+  const double b0 = static_cast<double>(job.SpecInt("batch_min", static_cast<int>(std::max<int64_t>(global_batch, 1))));
+  if (auto eff = EfficiencyFromMetrics(Field<double>(r.msg, "grad_sqr", 0.0), Field<double>(r.msg, "grad_var", 0.0), b0)) {
+    job.efficiency = eff;
+  }
+  if (double lr = Field<double>(r.msg, "lr_factor", 0.0); std::isfinite(lr) && lr > 0) job.lr_factor = lr;
+  job.metrics_at = Now();
+  ++job.metrics_received;
+  SaveJob(job);
+  return Json::object();
+}
+
+nlohmann::json Controller::OnPoll(const Request& r) {
+  ElasticJob& job = *r.job;
+  return {{"commands", records::DeliverCommands(*db_, job.id)}, {"paused", job.paused || paused_all_}};
+}
+
+nlohmann::json Controller::OnAck(const Request& r) {
+  ElasticJob& job = *r.job;
+  int64_t cmd = Field<int64_t>(r.msg, "command", 0);
+  std::optional<records::StoredCommand> stored = records::FindCommand(*db_, cmd, job.id);
+  if (!stored || stored->body.is_null()) throw Refuse(ErrorKind::kNotFound, "job " + std::to_string(job.id) + " has no command " + std::to_string(cmd));
+  if (stored->state == "acked" || stored->state == "failed") return {{"duplicate", true}};  // acks are idempotent
+  bool ok = Field<bool>(r.msg, "ok", false);
+  Json phases = r.msg.value("phases", Json::object());
+  double now = Now();
+  records::FinishCommand(*db_, cmd, ok, now, r.msg.dump());
+  std::string action = stored->body.value("action", "");
+  int group = stored->body.value("group", 0);
+  Extension* e = registry_.FindExtension(job.id, group);
+  double pause = phases.is_object() && phases.contains("pause_s") && phases["pause_s"].is_number()
+                     ? phases["pause_s"].get<double>()
+                     : 0.0;
+  records::FinishRescale(*db_, job.id, group, action, ok, pause, phases, now);
+  if (action == "grow" && e != nullptr) {
+    if (ok && e->MoveTo(ExtState::kJoined)) {
+      e->joined_at = now;
+      SaveExtension(*e);
+      job.rescales++;
+      job.last_rescale_at = now;
+      SetGpus(job, registry_.CurrentGpus(job));
+      Audit(r.uid, "grown", job.id, {{"group", group}, {"gpus", registry_.CurrentGpus(job)}, {"phases", phases}});
+    } else if (!ok) {
+      EndExtension(*e, ExtState::kFailed, "grow failed: " + Field<std::string>(r.msg, "error", "no reason given"), true);
+    }
+  } else if (action == "shrink" && e != nullptr) {
+    if (ok) {
+      job.rescales++;
+      job.last_rescale_at = now;
+      EndExtension(*e, ExtState::kLeft, "shrink", true);
+      Audit(r.uid, "shrunk", job.id, {{"group", group}, {"gpus", registry_.CurrentGpus(job)}, {"phases", phases}});
+    } else {
+      Log(LogLevel::kWarning, kComponent, "job ", job.id, " could not shrink group ", group, ": ",
+          Field<std::string>(r.msg, "error", "no reason"));
+      e->MoveTo(ExtState::kJoined);
+      SaveExtension(*e);
+    }
+  }
+  if (action == "set_batch") {
+    if (job.batch_command == cmd) job.batch_command = 0;
+    if (ok) {
+      job.last_rescale_at = now;  // a batch change counts for min_rescale_interval too
+      Audit(r.uid, "batch_set", job.id, {{"from", job.batch}, {"to", r.msg.value("global_batch", Json())}});
+    }
+  }
+  if (r.msg.contains("global_batch") && r.msg["global_batch"].is_number_integer()) job.batch = r.msg["global_batch"];
+  if (double lr = Field<double>(r.msg, "lr_factor", 0.0); std::isfinite(lr) && lr > 0) job.lr_factor = lr;
+  SaveJob(job);
+  return Json::object();
+}
+
+nlohmann::json Controller::OnReady(const Request& r) {
+  ElasticJob& job = *r.job;
+  int group = Field<int>(r.msg, "group", 0);
+  Extension* e = registry_.FindExtension(job.id, group);
+  if (e == nullptr) throw Refuse(ErrorKind::kNotFound, "job " + std::to_string(job.id) + " has no pending group " + std::to_string(group));
+  if (e->state == ExtState::kJoining || e->state == ExtState::kJoined) return {{"duplicate", true}};
+  if (e->state != ExtState::kRegistered && e->state != ExtState::kSubmitted) {
+    throw Refuse(ErrorKind::kInvalidArgument, "group " + std::to_string(group) + " is " +
+                                                  std::string(ExtStateName(e->state)) + ", not waiting to join");
+  }
+  int from = registry_.CurrentGpus(job);
+  e->MoveTo(ExtState::kJoining);
+  SaveExtension(*e);
+  // The batch the plan chose for the size this group brings the job to (the current one when it
+  // chose none): a growth in several groups passes through each size at that size's batch.
+  auto planned_batch = job.grow_batch.find(from + e->gpus);
+  QueueCommand(job.id, {{"action", "grow"}, {"group", group}, {"join_token", e->token}, {"gpus", from + e->gpus},
+                        {"global_batch", planned_batch != job.grow_batch.end() ? planned_batch->second : job.batch}});
+  records::StartRescale(*db_, job.id, "grow", group, from, from + e->gpus, Now());
+  Audit(r.uid, "grow", job.id, {{"group", group}, {"from", from}, {"to", from + e->gpus}, {"node", e->node}});
+  return Json::object();
+}
+
+nlohmann::json Controller::OnLeft(const Request& r) {
+  ElasticJob& job = *r.job;
+  int group = Field<int>(r.msg, "group", 0);
+  Extension* e = registry_.FindExtension(job.id, group);
+  if (e == nullptr) return {{"duplicate", true}};
+  EndExtension(*e, ExtState::kLeft, Field<std::string>(r.msg, "reason", "left"), true);
+  job.last_rescale_at = Now();
+  SaveJob(job);
+  return Json::object();
+}
+
+nlohmann::json Controller::OnEnded(const Request& r) {
+  ElasticJob& job = *r.job;
+  EndJob(job, "ended (exit code " + std::to_string(Field<int>(r.msg, "exit_code", 0)) + ")");
+  return Json::object();
+}
+
+nlohmann::json Controller::OnStatus(const Request&) {
+  Json jobs = Json::array();
+  for (const auto& [id, job] : registry_.jobs) {
+    Json exts = Json::array();
+    for (const auto& [eid, e] : registry_.extensions) {
+      if (e.parent != id) continue;
+      exts.push_back({{"job_id", e.slurm_job}, {"group", e.group}, {"node", e.node}, {"gpus", e.gpus},
+                      {"state", ExtStateName(e.state)}});
+    }
+    jobs.push_back({{"job_id", id},
+                    {"user", job.user},
+                    {"account", job.account},
+                    {"gpu_type", job.gpu_type},
+                    {"base_gpus", job.base_gpus},
+                    {"gpus", registry_.CurrentGpus(job)},
+                    {"planned_gpus", registry_.PlannedGpus(job)},
+                    {"max_gpus", job.SpecInt("gpus_max", job.base_gpus)},
+                    {"batch", job.batch},
+                    {"batch_elastic", BatchElastic(job)},
+                    {"lr_scaling", job.spec.value("lr_scaling", Json("none"))},
+                    {"lr_factor", job.lr_factor},
+                    {"noise_scale", job.efficiency ? Json(NoiseScaleJson(*job.efficiency)) : Json()},
+                    {"rescales", job.rescales},
+                    {"paused", job.paused},
+                    {"launcher_ready", job.launcher.is_object()},
+                    {"metrics_received", job.metrics_received},
+                    {"samples_done", job.samples_done},
+                    {"total_samples", job.total_samples},
+                    {"extensions", exts}});
+  }
+  return {{"jobs", jobs}, {"paused", paused_all_}, {"policy", config_.policy}, {"epoch", epochs_},
+          {"epoch_s", config_.epoch_s}};
+}
+
+nlohmann::json Controller::OnPlan(const Request&) {
+  EpochResult r = RunEpoch(/*dry_run=*/true);
+  return {{"plan", r.plan}, {"duration_ms", r.duration_ms}};
+}
+
+nlohmann::json Controller::OnSnapshot(const Request&) {
+  auto nodes = slurm_->LoadNodes();
+  if (!nodes.ok()) throw Refuse(nodes.status().kind(), nodes.status().message());
+  auto jobs = slurm_->LoadJobs();
+  if (!jobs.ok()) throw Refuse(jobs.status().kind(), jobs.status().message());
+  return {{"snapshot", SnapshotToJson(nodes.value(), jobs.value(), registry_.JobsJson())}};
+}
+
+nlohmann::json Controller::OnPause(const Request& r) {
+  const bool pause = r.type == "pause";
+  ElasticJob& job = *r.job;
+  Json detail = Json::object();
+  if (r.as) detail["as"] = *r.as;  // another user's job, paused by an operator
+  job.paused = pause;
+  SaveJob(job);
+  Audit(r.uid, pause ? "pause" : "resume", job.id, detail);
+  return Json::object();
+}
+
+nlohmann::json Controller::OnPauseAll(const Request& r) {
+  const bool pause = r.type == "pause_all";
+  paused_all_ = pause;
+  Audit(r.uid, pause ? "pause_all" : "resume_all", 0, {{"as", r.as.value_or("")}});
+  return Json::object();
+}
+
+nlohmann::json Controller::OnSetPolicy(const Request& r) {
+  std::string name = Field<std::string>(r.msg, "policy", "");
+  auto policy = optimizer::MakePolicy(name);
+  if (!policy.ok()) throw Refuse(ErrorKind::kInvalidArgument, policy.status().message());
+  config_.policy = name;
+  Audit(r.uid, "set_policy", 0, {{"policy", name}, {"as", r.as.value_or("")}});
+  return Json::object();
+}
+
+
+}  // namespace elastic::controller

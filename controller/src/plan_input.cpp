@@ -1,0 +1,152 @@
+#include "plan_input.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "elastic/optimizer/goodput.h"
+#include "job_model.h"
+
+namespace elastic::controller {
+
+PlanInput BuildPlanInput(const Registry& registry, const std::vector<NodeInfo>& nodes,
+                         const std::vector<JobInfo>& sjobs, const ControllerConfig& config, bool paused_all,
+                         double now) {
+  PlanInput in;
+  auto& capacity = in.capacity;
+  auto& gpus_per_node = in.gpus_per_node;
+  for (const auto& n : nodes) {
+    in.node_by_name[n.name] = &n;
+    if (n.gpu_type.empty() || n.gpus == 0) continue;
+    gpus_per_node[n.gpu_type] = std::max(gpus_per_node[n.gpu_type], n.gpus);
+    if (n.usable) capacity[n.gpu_type] += n.gpus;
+  }
+  std::set<uint32_t> extension_jobs;
+  for (const auto& [id, e] : registry.extensions) extension_jobs.insert(e.slurm_job);
+  optimizer::Snapshot& snap = in.snap;
+  std::map<std::string, int> account_ext;  // extension GPUs per account
+  for (const auto& [id, e] : registry.extensions) account_ext[e.account] += e.gpus;
+  // Rigid running jobs are fixed load; elastic jobs on unusable nodes keep what they hold.
+  for (const auto& j : sjobs) {
+    if (j.state != SlurmJobState::kRunning || j.gpus == 0 || extension_jobs.count(j.id) || registry.jobs.count(j.id)) continue;
+    if (j.admin_comment.rfind("elastic-ext ", 0) == 0) continue;  // an extension (only admins set this)
+    capacity[j.gpu_type] -= j.gpus;
+  }
+  for (const auto& [id, job] : registry.jobs) {
+    optimizer::Job oj;
+    oj.id = std::to_string(id);
+    oj.owner = job.user;
+    oj.account = job.account;
+    oj.state = optimizer::JobState::kRunning;
+    int planned = registry.PlannedGpus(job);
+    oj.min_gpus = job.base_gpus;
+    oj.gpu_step = std::max(1, job.SpecInt("gpu_step", 1));
+    oj.current = optimizer::Configuration{job.gpu_type, planned, job.batch};
+    oj.age_s = now - job.registered_at;
+    oj.rescales = job.rescales;
+    bool in_flight = false;
+    for (const auto& [eid, e] : registry.extensions) in_flight = in_flight || (e.parent == id && e.InFlight());
+    // A set_batch not acknowledged (one the runtime ignored for ready_timeout no longer counts).
+    bool batch_pending = job.batch_command != 0 && now - job.batch_command_at <= config.ready_timeout_s;
+    bool frozen = job.paused || paused_all || !job.launcher.is_object() || in_flight || batch_pending ||
+                  now - job.last_rescale_at < config.min_rescale_interval_s;
+    if (frozen) in.frozen_jobs.insert(id);
+    // A job grows once its program trains (it reported a step: its speed at the base size is
+    // measured) and not when it is about to finish: an extension would join too late to pay off,
+    // or be scheduled after its parent ended (docs/admin-guide.md, extensions.min_time_left).
+    bool may_grow = now >= job.grow_backoff_until && job.metrics_received > 0;
+    if (job.metrics_received == 0) in.no_step.insert(id);
+    if (auto left = TimeLeftAtCurrentSize(job, now); left && *left < config.MinTimeLeftS()) {
+      may_grow = false;
+      in.finishing[id] = *left;
+    }
+    int max_gpus = job.SpecInt("gpus_max", job.base_gpus);
+    int64_t cap = config.default_account_extension_gpus;
+    if (auto it = config.account_extension_gpus.find(job.account); it != config.account_extension_gpus.end()) cap = it->second;
+    if (cap >= 0) {
+      int own_ext = planned - job.base_gpus;
+      int others = account_ext[job.account] - own_ext;
+      max_gpus = std::min<int>(max_gpus, job.base_gpus + static_cast<int>(std::max<int64_t>(0, cap - others)));
+    }
+    max_gpus = std::max(max_gpus, planned);
+    int gpn = in.GpusPerNode(job.gpu_type);
+    if (frozen) {
+      oj.max_gpus = planned;
+      oj.options = {{job.gpu_type, planned, job.batch, 1.0}};
+      oj.min_gpus = planned;
+    } else {
+      oj.max_gpus = may_grow ? max_gpus : planned;
+      // Option tables change only with the job's model or bounds: reuse them for a minute.
+      // Inputs of the table: the bounds, the sizes measured (a second one makes the model), the
+      // fit, the batch, and the noise scale in 5% steps (the best batches move with it).
+      const double noise = job.efficiency ? NoiseScale(*job.efficiency) : 0.0;
+      const int noise_key = std::isfinite(noise) && noise > 0 ? static_cast<int>(std::lround(20 * std::log(noise))) : -1;
+      std::set<int> sizes;
+      for (const auto& smp : job.samples) sizes.insert(smp.gpus);
+      auto key = std::make_tuple(oj.max_gpus, gpn, job.fit_at, job.batch, noise_key, static_cast<int>(sizes.size()));
+      if (job.options_cache && job.options_key == key && now - job.options_at < 60) {
+        oj.options = *job.options_cache;
+      } else {
+        oj.options = JobOptions(job, oj.max_gpus, gpn, now);
+        job.options_cache = oj.options;
+        job.options_key = key;
+        job.options_at = now;
+      }
+      // Time left at the base size, for the remaining-time objective: the samples still to train
+      // at the speed of the last step-time sample, scaled from the current size to the base by
+      // the model.
+      if (job.total_samples > job.samples_done && !job.samples.empty()) {
+        const optimizer::StepSample& last = job.samples.back();
+        const double rate = last.gpus * last.local_batch / last.step_time;  // samples per second
+        double u_now = 1.0;
+        for (const auto& o : oj.options) {
+          if (o.gpus == planned && o.utility > 0) u_now = o.utility;
+        }
+        const double left = static_cast<double>(job.total_samples - job.samples_done) / rate * u_now;
+        oj.remaining_s = std::clamp(left, 1.0, optimizer::kMaxRemainingInputS);  // > 0: known
+      }
+      // The option at the current size is worth a bit more: hysteresis against flapping.
+      for (auto& o : oj.options) {
+        if (o.gpus == planned) o.utility *= 1.0 + config.min_gain;
+      }
+      if (oj.options.empty()) oj.options = {{job.gpu_type, planned, job.batch, 1.0}};
+    }
+    for (const auto& o : oj.options) {
+      if (o.batch > 0) in.batch_at[id][o.gpus] = o.batch;
+    }
+    oj.allowed_types = {job.gpu_type};
+    snap.jobs.push_back(std::move(oj));
+    in.elastic_order.push_back(id);
+  }
+  // Pending jobs (rigid or elastic) are demand at their requested size.
+  for (const auto& j : sjobs) {
+    if (j.state != SlurmJobState::kPending || !j.waits_for_resources || j.gpus == 0) continue;
+    if (extension_jobs.count(j.id) || j.admin_comment.rfind("elastic-ext ", 0) == 0) continue;
+    optimizer::Job oj;
+    oj.id = "pending:" + std::to_string(j.id);
+    oj.owner = j.user;
+    oj.account = j.account;
+    oj.state = optimizer::JobState::kPending;
+    // Extensions use GPUs nobody waits for: a waiting job outweighs any extension's gain, so the
+    // extensions in its way are released and Slurm can start it.
+    oj.weight = config.pending_weight;
+    oj.min_gpus = oj.max_gpus = j.gpus;
+    for (const auto& [type, cap] : capacity) {
+      if (!j.gpu_type.empty() && j.gpu_type != type) continue;
+      oj.options.push_back({type, j.gpus, 0, 1.0});
+    }
+    if (oj.options.empty()) continue;
+    snap.jobs.push_back(std::move(oj));
+  }
+  for (const auto& [type, cap] : capacity) {
+    if (cap > 0) snap.cluster.types.push_back({type, cap, 1});  // capacity in GPUs; nodes are chosen below
+  }
+  // Drop options on types without capacity (e.g. every node of a type drained).
+  for (auto& j : snap.jobs) {
+    std::erase_if(j.options, [&](const optimizer::Option& o) { return capacity[o.gpu_type] <= 0; });
+  }
+  std::erase_if(snap.jobs, [](const optimizer::Job& j) { return j.options.empty(); });
+  return in;
+}
+
+}  // namespace elastic::controller

@@ -1,0 +1,43 @@
+// The plan's input: the registry and Slurm's view of nodes and jobs become the optimizer's
+// snapshot (the capacity per GPU type that elastic work and waiting jobs may use, each elastic
+// job's option table and bounds, waiting jobs as demand), plus what the epoch's later stages need
+// to know about each job (frozen, about to finish, no step yet, its batch per GPU count).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "config.h"
+#include "elastic/optimizer/model.h"
+#include "registry.h"
+#include "slurm_adapter.h"
+
+namespace elastic::controller {
+
+struct PlanInput {
+  optimizer::Snapshot snap;
+  std::map<std::string, int> capacity;       // GPUs per type elastic work and pending jobs may use
+  std::map<std::string, int> gpus_per_node;  // the largest node of each GPU type
+  std::map<std::string, const NodeInfo*> node_by_name;
+  std::vector<uint32_t> elastic_order;        // the registry's running jobs, in snapshot order
+  std::set<uint32_t> frozen_jobs;             // elastic jobs that may not change this epoch
+  std::map<uint32_t, double> finishing;       // jobs not grown because they are about to finish: time left
+  std::set<uint32_t> no_step;                 // jobs not grown because their program reported no step yet
+  std::map<uint32_t, std::map<int, int64_t>> batch_at;  // each elastic job's batch per GPU count (its options)
+
+  int GpusPerNode(const std::string& type) const {
+    auto it = gpus_per_node.find(type);
+    return it != gpus_per_node.end() ? it->second : 1;
+  }
+};
+
+// `paused_all`: elasticctl pause_all is in force. `now` in Unix seconds. Caches each job's option
+// table in the job (ElasticJob::options_cache). `nodes` must outlive the result (node_by_name).
+PlanInput BuildPlanInput(const Registry& registry, const std::vector<NodeInfo>& nodes,
+                         const std::vector<JobInfo>& sjobs, const ControllerConfig& config, bool paused_all,
+                         double now);
+
+}  // namespace elastic::controller

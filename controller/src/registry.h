@@ -1,0 +1,135 @@
+// The registry: what elasticd knows of the elastic jobs it manages (ElasticJob) and of their
+// extension jobs (Extension), and the life cycle of an extension as one table of allowed state
+// transitions. States are an enum inside elasticd; their names exist only where they leave it
+// (the state database, status replies, audit records), and are the same names as always.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "elastic/optimizer/goodput.h"
+#include "elastic/optimizer/model.h"
+
+namespace elastic::controller {
+
+// Unix seconds (the registry's and the database's time stamps).
+double Now();
+
+struct ElasticJob {
+  uint32_t id = 0;
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  std::string user;
+  std::string account;
+  std::string partition;
+  std::string gpu_type;
+  int base_gpus = 0;
+  nlohmann::json spec = nlohmann::json::object();  // gpus_min, gpus_max, gpu_step, batch_*, lr_scaling, model
+  std::string state = "running";                   // running | ended
+  std::string init_token;
+  nlohmann::json launcher;  // argv, cwd, env, rendezvous_uri, topology (null until the launcher reported)
+  bool paused = false;
+  double registered_at = 0;
+  double last_rescale_at = 0;
+  int rescales = 0;
+  int64_t batch = 0;          // last reported global batch
+  int next_group = 1;
+  double grow_backoff_until = 0;  // no new growth before this time (after a failed extension)
+  int64_t metrics_received = 0;   // metrics messages accepted for this job (load tests count them)
+  // Progress toward the job's training goal (metrics `samples`, `total_samples`; 0: unknown):
+  // with the last step-time sample's speed, the remaining-time objective's inputs.
+  int64_t samples_done = 0;
+  int64_t total_samples = 0;
+  double metrics_at = 0;      // when the last metrics message arrived (0: none yet)
+  double lr_factor = 1.0;     // the runtime's learning-rate factor at its current batch (metrics, ack)
+  // The global batch the last plan chose for each GPU count the job may reach while it grows
+  // (its options'): a grow command carries the batch of the size that group brings the job to.
+  std::map<int, int64_t> grow_batch;
+  int64_t batch_command = 0;  // a set_batch command not yet acknowledged (0: none), queued at batch_command_at
+  double batch_command_at = 0;
+  std::vector<optimizer::StepSample> samples;  // recent step-time observations
+  std::optional<optimizer::EfficiencyParams> efficiency;
+  // The step-time model fitted from `samples` (not persisted: refitted after a restart). Fitting
+  // is the costly part of an epoch, so a fit is reused until the job has twice the samples it
+  // was fitted on, has run at a new size, or is five minutes old.
+  mutable std::optional<optimizer::PolluxParams> fit;
+  mutable size_t fit_samples = 0;
+  mutable size_t fit_sizes = 0;
+  mutable double fit_at = 0;
+  // The option table of the last epoch, reused while its inputs are the same (plan_input.cpp).
+  mutable std::optional<std::vector<optimizer::Option>> options_cache;
+  mutable std::tuple<int, int, double, int64_t, int, int> options_key{};
+  mutable double options_at = 0;
+
+  nlohmann::json ToJson() const;
+  static ElasticJob FromJson(const nlohmann::json& j);
+  int SpecInt(const char* key, int fallback) const;
+};
+
+// An extension's life: submitting (the intent, before Slurm knows it) -> submitted (released in
+// Slurm) -> registered (its batch step reached elasticd) -> joining (a grow command queued) ->
+// joined -> leaving (a shrink command queued) -> left; failed and cancelled end it early.
+// `ready` is a state the schema has always named and Active() counts, but which elasticd does
+// not enter; a record holding it still loads.
+enum class ExtState {
+  kSubmitting,
+  kSubmitted,
+  kRegistered,
+  kReady,
+  kJoining,
+  kJoined,
+  kLeaving,
+  kLeft,
+  kFailed,
+  kCancelled,
+};
+
+// The name stored in the state database and shown by status ("submitting", ...).
+std::string_view ExtStateName(ExtState s);
+// The state of a stored name; nullopt for a name elasticd never wrote.
+std::optional<ExtState> ParseExtState(std::string_view name);
+// Whether the table allows `from` -> `to` (a state to itself is no transition and always allowed).
+bool ExtTransitionAllowed(ExtState from, ExtState to);
+
+struct Extension {
+  int64_t id = 0;
+  uint32_t parent = 0;
+  int group = 0;
+  uint32_t slurm_job = 0;
+  std::string node;
+  std::string gpu_type;
+  int gpus = 0;
+  std::string account;
+  std::string token;
+  ExtState state = ExtState::kSubmitting;
+  double created_at = 0;
+  double joined_at = 0;
+  bool Active() const;    // holds (or is about to hold) GPUs for its parent
+  bool InFlight() const;  // not yet joined, or leaving
+  bool InWorld() const;   // its ranks are part of the parent's world: joined or leaving
+  // Moves to `to` when ExtTransitionAllowed says so; otherwise logs the refused transition (the
+  // one place that does) and keeps the state. Returns whether it moved.
+  bool MoveTo(ExtState to);
+};
+
+// The running elastic jobs and their non-final extensions (ended ones stay in the database only).
+struct Registry {
+  std::map<uint32_t, ElasticJob> jobs;
+  std::map<int64_t, Extension> extensions;
+
+  int CurrentGpus(const ElasticJob& job) const;  // base + extensions in its world
+  int PlannedGpus(const ElasticJob& job) const;  // base + every active extension not leaving
+  Extension* FindExtension(uint32_t parent, int group);
+  Extension* FindExtensionBySlurmJob(uint32_t slurm_job);
+  // The registered elastic jobs as JSON (ElasticJob::ToJson each).
+  nlohmann::json JobsJson() const;
+};
+
+}  // namespace elastic::controller

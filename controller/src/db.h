@@ -1,6 +1,7 @@
 // elasticd's state in SQLite (WAL): registered jobs, extensions, commands, epochs, rescales,
-// GPU-count intervals (the source of usage reports) and the audit log. docs/controller.md
-// describes the schema; report/ reads it.
+// GPU-count intervals (the source of usage reports) and the audit log. This is the connection;
+// the tables are in elastic/common/journal_schema.h (shared with report/, which reads them) and
+// the statements elasticd runs in db_records.h.
 #pragma once
 
 #include <sqlite3.h>

@@ -8,6 +8,75 @@
 #include "job_model.h"
 
 namespace elastic::controller {
+namespace {
+
+// The most GPUs the job may reach: its spec's maximum, within its account's cap on extension
+// GPUs (`account_ext`: the account's extension GPUs now, the job's own included), never below
+// what it holds or is about to hold (`planned`).
+int MaxGpus(const ElasticJob& job, int planned, int account_ext, const ControllerConfig& config) {
+  int max_gpus = job.SpecInt("gpus_max", job.base_gpus);
+  int64_t cap = config.default_account_extension_gpus;
+  if (auto it = config.account_extension_gpus.find(job.account); it != config.account_extension_gpus.end()) cap = it->second;
+  if (cap >= 0) {
+    int own_ext = planned - job.base_gpus;
+    int others = account_ext - own_ext;
+    max_gpus = std::min<int>(max_gpus, job.base_gpus + static_cast<int>(std::max<int64_t>(0, cap - others)));
+  }
+  return std::max(max_gpus, planned);
+}
+
+// The job's option table (JobOptions), cached in the job. Option tables change only with the
+// job's model or bounds: reuse them for a minute. Inputs of the table: the bounds, the sizes
+// measured (a second one makes the model), the fit, the batch, and the noise scale in 5% steps
+// (the best batches move with it).
+std::vector<optimizer::Option> CachedOptions(const ElasticJob& job, int max_gpus, int gpn, double now) {
+  const double noise = job.efficiency ? NoiseScale(*job.efficiency) : 0.0;
+  const int noise_key = std::isfinite(noise) && noise > 0 ? static_cast<int>(std::lround(20 * std::log(noise))) : -1;
+  std::set<int> sizes;
+  for (const auto& smp : job.samples) sizes.insert(smp.gpus);
+  auto key = std::make_tuple(max_gpus, gpn, job.fit_at, job.batch, noise_key, static_cast<int>(sizes.size()));
+  if (job.options_cache && job.options_key == key && now - job.options_at < 60) return *job.options_cache;
+  std::vector<optimizer::Option> options = JobOptions(job, max_gpus, gpn, now);
+  job.options_cache = options;
+  job.options_key = key;
+  job.options_at = now;
+  return options;
+}
+
+// Time left at the base size, for the remaining-time objective: the samples still to train at
+// the speed of the last step-time sample, scaled from the current size (`planned`) to the base by
+// the model. nullopt when unknown.
+std::optional<double> TimeLeftAtBase(const ElasticJob& job, const std::vector<optimizer::Option>& options, int planned) {
+  if (job.total_samples <= job.samples_done || job.samples.empty()) return std::nullopt;
+  const optimizer::StepSample& last = job.samples.back();
+  const double rate = last.gpus * last.local_batch / last.step_time;  // samples per second
+  double u_now = 1.0;
+  for (const auto& o : options) {
+    if (o.gpus == planned && o.utility > 0) u_now = o.utility;
+  }
+  const double left = static_cast<double>(job.total_samples - job.samples_done) / rate * u_now;
+  return std::clamp(left, 1.0, optimizer::kMaxRemainingInputS);  // > 0: known
+}
+
+// A job waiting for resources as demand at its requested size, on every type it may use.
+optimizer::Job WaitingJob(const JobInfo& j, const std::map<std::string, int>& capacity, double pending_weight) {
+  optimizer::Job oj;
+  oj.id = "pending:" + std::to_string(j.id);
+  oj.owner = j.user;
+  oj.account = j.account;
+  oj.state = optimizer::JobState::kPending;
+  // Extensions use GPUs nobody waits for: a waiting job outweighs any extension's gain, so the
+  // extensions in its way are released and Slurm can start it.
+  oj.weight = pending_weight;
+  oj.min_gpus = oj.max_gpus = j.gpus;
+  for (const auto& [type, cap] : capacity) {
+    if (!j.gpu_type.empty() && j.gpu_type != type) continue;
+    oj.options.push_back({type, j.gpus, 0, 1.0});
+  }
+  return oj;
+}
+
+}  // namespace
 
 PlanInput BuildPlanInput(const Registry& registry, const std::vector<NodeInfo>& nodes,
                          const std::vector<JobInfo>& sjobs, const ControllerConfig& config, bool paused_all,
@@ -60,15 +129,7 @@ PlanInput BuildPlanInput(const Registry& registry, const std::vector<NodeInfo>& 
       may_grow = false;
       in.finishing[id] = *left;
     }
-    int max_gpus = job.SpecInt("gpus_max", job.base_gpus);
-    int64_t cap = config.default_account_extension_gpus;
-    if (auto it = config.account_extension_gpus.find(job.account); it != config.account_extension_gpus.end()) cap = it->second;
-    if (cap >= 0) {
-      int own_ext = planned - job.base_gpus;
-      int others = account_ext[job.account] - own_ext;
-      max_gpus = std::min<int>(max_gpus, job.base_gpus + static_cast<int>(std::max<int64_t>(0, cap - others)));
-    }
-    max_gpus = std::max(max_gpus, planned);
+    const int max_gpus = MaxGpus(job, planned, account_ext[job.account], config);
     int gpn = in.GpusPerNode(job.gpu_type);
     if (frozen) {
       oj.max_gpus = planned;
@@ -76,35 +137,8 @@ PlanInput BuildPlanInput(const Registry& registry, const std::vector<NodeInfo>& 
       oj.min_gpus = planned;
     } else {
       oj.max_gpus = may_grow ? max_gpus : planned;
-      // Option tables change only with the job's model or bounds: reuse them for a minute.
-      // Inputs of the table: the bounds, the sizes measured (a second one makes the model), the
-      // fit, the batch, and the noise scale in 5% steps (the best batches move with it).
-      const double noise = job.efficiency ? NoiseScale(*job.efficiency) : 0.0;
-      const int noise_key = std::isfinite(noise) && noise > 0 ? static_cast<int>(std::lround(20 * std::log(noise))) : -1;
-      std::set<int> sizes;
-      for (const auto& smp : job.samples) sizes.insert(smp.gpus);
-      auto key = std::make_tuple(oj.max_gpus, gpn, job.fit_at, job.batch, noise_key, static_cast<int>(sizes.size()));
-      if (job.options_cache && job.options_key == key && now - job.options_at < 60) {
-        oj.options = *job.options_cache;
-      } else {
-        oj.options = JobOptions(job, oj.max_gpus, gpn, now);
-        job.options_cache = oj.options;
-        job.options_key = key;
-        job.options_at = now;
-      }
-      // Time left at the base size, for the remaining-time objective: the samples still to train
-      // at the speed of the last step-time sample, scaled from the current size to the base by
-      // the model.
-      if (job.total_samples > job.samples_done && !job.samples.empty()) {
-        const optimizer::StepSample& last = job.samples.back();
-        const double rate = last.gpus * last.local_batch / last.step_time;  // samples per second
-        double u_now = 1.0;
-        for (const auto& o : oj.options) {
-          if (o.gpus == planned && o.utility > 0) u_now = o.utility;
-        }
-        const double left = static_cast<double>(job.total_samples - job.samples_done) / rate * u_now;
-        oj.remaining_s = std::clamp(left, 1.0, optimizer::kMaxRemainingInputS);  // > 0: known
-      }
+      oj.options = CachedOptions(job, oj.max_gpus, gpn, now);
+      if (auto left = TimeLeftAtBase(job, oj.options, planned)) oj.remaining_s = *left;
       // The option at the current size is worth a bit more: hysteresis against flapping.
       for (auto& o : oj.options) {
         if (o.gpus == planned) o.utility *= 1.0 + config.min_gain;
@@ -122,21 +156,8 @@ PlanInput BuildPlanInput(const Registry& registry, const std::vector<NodeInfo>& 
   for (const auto& j : sjobs) {
     if (j.state != SlurmJobState::kPending || !j.waits_for_resources || j.gpus == 0) continue;
     if (extension_jobs.count(j.id) || j.admin_comment.rfind("elastic-ext ", 0) == 0) continue;
-    optimizer::Job oj;
-    oj.id = "pending:" + std::to_string(j.id);
-    oj.owner = j.user;
-    oj.account = j.account;
-    oj.state = optimizer::JobState::kPending;
-    // Extensions use GPUs nobody waits for: a waiting job outweighs any extension's gain, so the
-    // extensions in its way are released and Slurm can start it.
-    oj.weight = config.pending_weight;
-    oj.min_gpus = oj.max_gpus = j.gpus;
-    for (const auto& [type, cap] : capacity) {
-      if (!j.gpu_type.empty() && j.gpu_type != type) continue;
-      oj.options.push_back({type, j.gpus, 0, 1.0});
-    }
-    if (oj.options.empty()) continue;
-    snap.jobs.push_back(std::move(oj));
+    optimizer::Job oj = WaitingJob(j, capacity, config.pending_weight);
+    if (!oj.options.empty()) snap.jobs.push_back(std::move(oj));
   }
   for (const auto& [type, cap] : capacity) {
     if (cap > 0) snap.cluster.types.push_back({type, cap, 1});  // capacity in GPUs; nodes are chosen below

@@ -1,7 +1,5 @@
 #include "db_records.h"
 
-#include <algorithm>
-
 #include "elastic/common/log.h"
 
 namespace elastic::controller::records {
@@ -131,7 +129,8 @@ std::optional<StoredCommand> FindCommand(Database& db, int64_t command, uint32_t
   std::optional<StoredCommand> out;
   db.Run("SELECT body, state FROM commands WHERE id = ? AND job_id = ?", {command, int64_t{job}},
          [&](sqlite3_stmt* st) {
-           out = StoredCommand{nlohmann::json::parse(Database::Text(st, 0)), Database::Text(st, 1)};
+           const std::string state = Database::Text(st, 1);
+           out = StoredCommand{nlohmann::json::parse(Database::Text(st, 0)), state == "acked" || state == "failed"};
          });
   return out;
 }

@@ -50,7 +50,7 @@ int64_t QueueCommand(Database& db, uint32_t job, const nlohmann::json& body, dou
 nlohmann::json DeliverCommands(Database& db, uint32_t job);
 struct StoredCommand {
   nlohmann::json body;
-  std::string state;  // queued delivered acked failed cancelled
+  bool acknowledged = false;  // acked or failed already (its state; queued, delivered, cancelled: not)
 };
 std::optional<StoredCommand> FindCommand(Database& db, int64_t command, uint32_t job);
 // acked (ok) or failed, with the acknowledgement as its result.

@@ -294,7 +294,7 @@ nlohmann::json Controller::OnAck(const Request& r) {
   int64_t cmd = Field<int64_t>(r.msg, "command", 0);
   std::optional<records::StoredCommand> stored = records::FindCommand(*db_, cmd, job.id);
   if (!stored || stored->body.is_null()) throw Refuse(ErrorKind::kNotFound, "job " + std::to_string(job.id) + " has no command " + std::to_string(cmd));
-  if (stored->state == "acked" || stored->state == "failed") return {{"duplicate", true}};  // acks are idempotent
+  if (stored->acknowledged) return {{"duplicate", true}};  // acks are idempotent
   bool ok = Field<bool>(r.msg, "ok", false);
   Json phases = r.msg.value("phases", Json::object());
   double now = Now();

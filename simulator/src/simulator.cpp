@@ -126,9 +126,8 @@ Status Engine::Setup() {
   Result<std::unique_ptr<opt::Policy>> p = opt::MakePolicy(fifo_ ? "static" : c_.policy);
   if (!p.ok()) {
     if (fifo_) return p.status();
-    std::string known;
-    for (const std::string& n : opt::PolicyNames()) known += (known.empty() ? "" : ", ") + n;
-    return Status(ErrorKind::kInvalidArgument, "unknown policy '" + c_.policy + "' (known: " + known + ", fifo)");
+    return Status(ErrorKind::kInvalidArgument,
+                  "unknown policy '" + c_.policy + "' (known: " + opt::PolicyNameList() + ", fifo)");
   }
   policy_ = std::move(p).value();
   popt_.time_budget_ms = c_.time_budget_ms;

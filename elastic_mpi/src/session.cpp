@@ -164,7 +164,8 @@ class GuardedBackend final : public CollectiveBackend {
     detail::GuardScope scope(guard_, "a broadcast of the training step", *step_);
     return inner_->Broadcast(data, bytes, root);
   }
-  Status Rebuild(MPI_Comm world) override { return inner_->Rebuild(world); }
+  Status Shrink(MPI_Comm world, std::span<const int> leaving) override { return inner_->Shrink(world, leaving); }
+  Status Grow(MPI_Comm world, int newcomers) override { return inner_->Grow(world, newcomers); }
 
  private:
   std::unique_ptr<CollectiveBackend> inner_;
@@ -480,20 +481,23 @@ struct Session::Impl {
   }
 
   // Collective over the new world, identical on parents and newcomers: bind to this rank's share
-  // of the node, then create the collective backend afresh (NCCL has no grow: a new communicator
-  // from a new unique id is the only way).
-  Status AfterWorldChange() {
+  // of the node, then bring the collective backend to the new world: created at the start; after
+  // a grow (newcomers > 0: the world's last ranks) the parents' backend grows in place and the
+  // newcomers' joins it (backend.h).
+  Status AfterWorldChange(int newcomers = 0) {
     if (options.bind) Bind();
     int local_rank = 0;
     MPI_Comm node = MPI_COMM_NULL;
     ELASTIC_MPI_CHECK(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node));
     MPI_Comm_rank(node, &local_rank);
     MPI_Comm_free(&node);
+    if (newcomers > 0 && backend) return backend->Grow(world, newcomers);
     backend.reset();
     // Ranks of one MPI launch (a node group of the base job, a spawned or joined group) share a
     // key: the MPI backend then reduces over shared memory within each launch first.
     const int key = group_id == 0 ? options.node_group : 65536 + static_cast<int>(group_id);
-    auto made = MakeBackend(options.backend, world, local_rank, options.hierarchical_allreduce ? key : -1);
+    auto made = newcomers > 0 ? JoinGrownBackend(world, newcomers, local_rank, key)
+                              : MakeBackend(options.backend, world, local_rank, options.hierarchical_allreduce ? key : -1);
     if (!made.ok()) return made.status();
     backend = std::make_unique<GuardedBackend>(std::move(made).value(), guard.get(), &step);
     return Status::Ok();
@@ -713,7 +717,7 @@ struct Session::Impl {
     groups.push_back({new_group, count, inter});
     if (Status s = AdoptWorld(merged); !s.ok()) return s;
     t = Clock::now();
-    if (Status s = AfterWorldChange(); !s.ok()) return s;
+    if (Status s = AfterWorldChange(count); !s.ok()) return s;
     last.phases["rebuild"] = Seconds(t);
     return Status::Ok();
   }
@@ -749,6 +753,8 @@ struct Session::Impl {
     }
     auto t = Clock::now();
     const bool leaving = group_id == group;
+    std::vector<int> leavers(static_cast<std::size_t>(groups.back().size));  // the world's last ranks
+    for (std::size_t i = 0; i < leavers.size(); ++i) leavers[i] = size - groups.back().size + static_cast<int>(i);
     MPI_Comm survivors = MPI_COMM_NULL;
     ELASTIC_MPI_CHECK(MPI_Comm_split(world, leaving ? MPI_UNDEFINED : 0, rank, &survivors));
     ELASTIC_MPI_CHECK(MPI_Comm_free(&world));
@@ -764,14 +770,15 @@ struct Session::Impl {
     if (leaving) {
       left = true;
       world = MPI_COMM_NULL;
-      return Status::Ok();
+      return backend ? backend->Shrink(MPI_COMM_NULL, leavers) : Status::Ok();
     }
     world = survivors;
     if (Status s = UpdateRankSize(); !s.ok()) return s;
     shrunk_before = true;
     last_shrink = Clock::now();
     t = Clock::now();
-    if (Status s = AfterWorldChange(); !s.ok()) return s;
+    if (options.bind) Bind();
+    if (Status s = backend->Shrink(world, leavers); !s.ok()) return s;
     last.phases["rebuild"] = Seconds(t);
     return Status::Ok();
   }
@@ -1111,7 +1118,7 @@ Status Session::Begin() {
   // The parents are inside the rescale point that brought us in: our first RescalePoint() is
   // that same point, already done.
   s.joined_at_point = s.newcomer;
-  return s.AfterWorldChange();
+  return s.AfterWorldChange(s.newcomer ? s.groups.back().size : 0);
 }
 
 Result<bool> Session::RescalePoint() {

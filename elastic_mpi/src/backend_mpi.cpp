@@ -120,8 +120,7 @@ class MpiBackend final : public CollectiveBackend {
     if (!hierarchical()) return Status::Ok();
     if (Status s = GatherKeys(); !s.ok()) return s;
     const std::size_t first_new = keys_.size() - static_cast<std::size_t>(newcomers);
-    const bool keep = local_ != MPI_COMM_NULL &&
-                      std::find(keys_.begin() + static_cast<std::ptrdiff_t>(first_new), keys_.end(), key_) == keys_.end();
+    const bool keep = std::find(keys_.begin() + static_cast<std::ptrdiff_t>(first_new), keys_.end(), key_) == keys_.end();
     return Arrange(keep);
   }
 
@@ -132,7 +131,7 @@ class MpiBackend final : public CollectiveBackend {
       const std::size_t n = std::min(kMaxChunk, count - done);
       T* p = data + done;
       const int c = static_cast<int>(n);
-      if (local_ == MPI_COMM_NULL) {
+      if (!by_launch_) {
         ELASTIC_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, p, c, type, MPI_SUM, world_));
       } else {
         if (is_local_root_) {
@@ -159,28 +158,29 @@ class MpiBackend final : public CollectiveBackend {
 
   // Collective over world_, from keys_ (the same on every rank, so every rank decides alike):
   // hierarchical when there are several launches and one has more than one rank, flat
-  // otherwise. keep_local: this rank's launch is unchanged, its node-local communicator stays
-  // (it takes part in the split with MPI_UNDEFINED, which the split needs from every rank).
+  // otherwise. The launch's communicator exists either way (a world of one launch keeps it for
+  // its next grow). keep_local: this rank's launch is unchanged, its communicator stays (it takes
+  // part in the split with MPI_UNDEFINED, which the split needs from every rank).
   Status Arrange(bool keep_local) {
     int rank = 0;
     ELASTIC_MPI_CHECK(MPI_Comm_rank(world_, &rank));
-    std::vector<int> distinct = keys_;
-    std::sort(distinct.begin(), distinct.end());
-    distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
-    if (distinct.size() < 2 || distinct.size() == keys_.size()) {
-      FreeHierarchy();
-      return Status::Ok();
-    }
-    if (leaders_ != MPI_COMM_NULL) MPI_Comm_free(&leaders_);
     keep_local = keep_local && local_ != MPI_COMM_NULL;
     if (!keep_local && local_ != MPI_COMM_NULL) MPI_Comm_free(&local_);
     MPI_Comm split = MPI_COMM_NULL;
     ELASTIC_MPI_CHECK(MPI_Comm_split(world_, keep_local ? MPI_UNDEFINED : key_, rank, &split));
     if (!keep_local) local_ = split;
+    Log(LogLevel::kDebug, "elastic_mpi", "rank ", rank, keep_local ? " kept" : " split", " its launch's communicator");
     int local_rank = 0;
     ELASTIC_MPI_CHECK(MPI_Comm_rank(local_, &local_rank));
     is_local_root_ = local_rank == 0;
-    ELASTIC_MPI_CHECK(MPI_Comm_split(world_, is_local_root_ ? 0 : MPI_UNDEFINED, rank, &leaders_));
+    if (leaders_ != MPI_COMM_NULL) MPI_Comm_free(&leaders_);
+    std::vector<int> distinct = keys_;
+    std::sort(distinct.begin(), distinct.end());
+    distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+    by_launch_ = distinct.size() >= 2 && distinct.size() < keys_.size();
+    if (by_launch_) {
+      ELASTIC_MPI_CHECK(MPI_Comm_split(world_, is_local_root_ ? 0 : MPI_UNDEFINED, rank, &leaders_));
+    }
     return Status::Ok();
   }
 
@@ -188,6 +188,7 @@ class MpiBackend final : public CollectiveBackend {
     if (local_ != MPI_COMM_NULL) MPI_Comm_free(&local_);
     if (leaders_ != MPI_COMM_NULL) MPI_Comm_free(&leaders_);
     is_local_root_ = false;
+    by_launch_ = false;
   }
   MPI_Comm world_;
   int key_ = -1;                      // this rank's locality key; -1: flat, no locality
@@ -195,6 +196,7 @@ class MpiBackend final : public CollectiveBackend {
   MPI_Comm local_ = MPI_COMM_NULL;    // ranks of this rank's launch
   MPI_Comm leaders_ = MPI_COMM_NULL;  // rank 0 of every launch (only on those ranks)
   bool is_local_root_ = false;
+  bool by_launch_ = false;            // reduce within launches, then among their leaders
 };
 
 }  // namespace

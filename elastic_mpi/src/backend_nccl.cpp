@@ -127,12 +127,8 @@ class NcclBackend final : public CollectiveBackend {
   Status BindFresh(MPI_Comm world) {
     int rank = 0;
     int size = 0;
-    ELASTIC_MPI_CHECK(MPI_Comm_rank(world, &rank));
-    ELASTIC_MPI_CHECK(MPI_Comm_size(world, &size));
-    if (Status s = UseDevice(); !s.ok()) return s;
     ncclUniqueId id{};
-    if (rank == 0) ELASTIC_NCCL_CHECK(ncclGetUniqueId(&id));
-    ELASTIC_MPI_CHECK(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, world));
+    if (Status s = ShareId(world, /*for_grow=*/false, &rank, &size, &id); !s.ok()) return s;
     ELASTIC_NCCL_CHECK(ncclCommInitRank(&comm_, size, id, rank));
     return Status::Ok();
   }
@@ -160,12 +156,8 @@ class NcclBackend final : public CollectiveBackend {
   Status GrowInPlace(MPI_Comm world, bool newcomer) {
     int rank = 0;
     int size = 0;
-    ELASTIC_MPI_CHECK(MPI_Comm_rank(world, &rank));
-    ELASTIC_MPI_CHECK(MPI_Comm_size(world, &size));
-    if (Status s = UseDevice(); !s.ok()) return s;
     ncclUniqueId id{};
-    if (rank == 0) ELASTIC_NCCL_CHECK(ncclCommGetUniqueId(comm_, &id));
-    ELASTIC_MPI_CHECK(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, world));
+    if (Status s = ShareId(world, /*for_grow=*/true, &rank, &size, &id); !s.ok()) return s;
     ncclComm_t grown = nullptr;
     const bool pass_id = newcomer || rank == 0;
     ELASTIC_NCCL_CHECK(ncclCommGrow(newcomer ? nullptr : comm_, size, pass_id ? &id : nullptr,
@@ -175,6 +167,25 @@ class NcclBackend final : public CollectiveBackend {
     return Status::Ok();
   }
 #endif
+
+  // Collective over world: this rank's number and the world's size, the device made current, and
+  // the unique id rank 0 makes (from its communicator for a grow, afresh otherwise) on every rank.
+  Status ShareId(MPI_Comm world, bool for_grow, int* rank, int* size, ncclUniqueId* id) {
+    ELASTIC_MPI_CHECK(MPI_Comm_rank(world, rank));
+    ELASTIC_MPI_CHECK(MPI_Comm_size(world, size));
+    if (Status s = UseDevice(); !s.ok()) return s;
+    if (*rank == 0) ELASTIC_NCCL_CHECK(for_grow ? GrowUniqueId(id) : ncclGetUniqueId(id));
+    ELASTIC_MPI_CHECK(MPI_Bcast(id, sizeof *id, MPI_BYTE, 0, world));
+    return Status::Ok();
+  }
+  ncclResult_t GrowUniqueId(ncclUniqueId* id) {
+#if ELASTIC_NCCL_GROW_IN_PLACE
+    return ncclCommGetUniqueId(comm_, id);
+#else
+    (void)id;
+    return ncclInvalidUsage;  // never asked for: without ncclCommGrow a grow starts afresh
+#endif
+  }
 
   Status UseDevice() {
     ELASTIC_CUDA_CHECK(cudaSetDevice(device_));

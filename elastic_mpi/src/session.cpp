@@ -5,8 +5,6 @@
 // here say why each step is the way it is.
 #include "elastic_mpi/session.h"
 
-#include <sys/stat.h>
-
 #include <array>
 #include <csignal>
 

@@ -20,6 +20,7 @@
 
 #include "controller.h"
 #include "db.h"
+#include "elastic/common/exit_codes.h"
 #include "elastic/common/log.h"
 #include "elastic/common/site.h"
 #include "elastic/common/wire.h"
@@ -29,8 +30,6 @@ namespace {
 
 using namespace elastic;
 using namespace elastic::controller;
-
-enum ExitCode { kOk = 0, kFailure = 1, kUsage = 2 };
 
 void Usage(std::FILE* out) {
   std::fprintf(out,
@@ -57,34 +56,34 @@ int Generate(const std::map<std::string, std::string>& o) {
                                         get("--jobs", 10000), get("--pending", 200),
                                         static_cast<uint64_t>(get("--seed", 1)));
   std::cout << SnapshotToJson(s.nodes, s.jobs, s.registry).dump() << "\n";
-  return kOk;
+  return kExitOk;
 }
 
 int Replay(const std::map<std::string, std::string>& o) {
   if (!o.count("--snapshot")) {
     std::fprintf(stderr, "elasticd-bench: replay needs --snapshot FILE\n");
-    return kUsage;
+    return kExitUsage;
   }
   std::ifstream in(o.at("--snapshot"));
   if (!in) {
     std::fprintf(stderr, "elasticd-bench: cannot read %s\n", o.at("--snapshot").c_str());
-    return kFailure;
+    return kExitFailure;
   }
   nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
   if (j.is_discarded()) {
     std::fprintf(stderr, "elasticd-bench: %s is not JSON\n", o.at("--snapshot").c_str());
-    return kFailure;
+    return kExitFailure;
   }
   if (j.contains("snapshot")) j = j["snapshot"];  // elasticctl's reply as it prints it
   auto snap = SnapshotFromJson(j);
   if (!snap.ok()) {
     std::fprintf(stderr, "elasticd-bench: %s\n", snap.status().message().c_str());
-    return kFailure;
+    return kExitFailure;
   }
   auto db = Database::Open(":memory:");
   if (!db.ok()) {
     std::fprintf(stderr, "elasticd-bench: %s\n", db.status().message().c_str());
-    return kFailure;
+    return kExitFailure;
   }
   SeedRegistry(*db.value(), snap.value().registry);
   ControllerConfig cfg;
@@ -123,7 +122,7 @@ int Replay(const std::map<std::string, std::string>& o) {
                      {"target_ms", 1000}};
   for (const auto& [k, v] : stages) out[k + "_ms"] = median(v);
   std::cout << out.dump() << "\n";
-  return kOk;
+  return kExitOk;
 }
 
 // The metrics a rank 0 sends every metrics interval (docs/interfaces.md), with plausible values.
@@ -140,13 +139,13 @@ int Metrics(const std::map<std::string, std::string>& o) {
     auto items = config::ParseList(o.at("--jobs"), "--jobs");
     if (!items.ok()) {
       std::fprintf(stderr, "elasticd-bench: %s\n", items.status().message().c_str());
-      return kUsage;
+      return kExitUsage;
     }
     for (const auto& item : items.value()) {
       auto id = config::ParseInt(item, 1, UINT32_MAX, "--jobs");
       if (!id.ok()) {
         std::fprintf(stderr, "elasticd-bench: %s\n", id.status().message().c_str());
-        return kUsage;
+        return kExitUsage;
       }
       jobs.push_back(static_cast<uint32_t>(id.value()));
     }
@@ -165,21 +164,21 @@ int Metrics(const std::map<std::string, std::string>& o) {
   if (jobs.empty() || rate <= 0 || seconds <= 0 || connections <= 0) {
     std::fprintf(stderr, "elasticd-bench: metrics needs --jobs ID[,ID...], --rate R > 0 and --seconds S > 0 "
                          "(--connections 1-256)\n");
-    return kUsage;
+    return kExitUsage;
   }
   config::HostPort address;
   if (o.count("--controller")) {
     auto hp = config::ParseHostPort(o.at("--controller"), "--controller");
     if (!hp.ok()) {
       std::fprintf(stderr, "elasticd-bench: %s\n", hp.status().message().c_str());
-      return kUsage;
+      return kExitUsage;
     }
     address = hp.value();
   } else {
     auto site = config::FindSiteAddress("");
     if (!site.ok()) {
       std::fprintf(stderr, "elasticd-bench: %s (or give --controller)\n", site.status().message().c_str());
-      return kFailure;
+      return kExitFailure;
     }
     address = site.value().controller;
   }
@@ -269,7 +268,7 @@ int Metrics(const std::map<std::string, std::string>& o) {
                      {"latency_ms_max", pct(1.0)},  {"accepted_per_job", per_job}};
   if (!all.first_error.empty()) out["first_error"] = all.first_error;
   std::cout << out.dump() << "\n";
-  return all.sent > 0 && all.ok == all.sent && all.connect_failed == 0 ? kOk : kFailure;
+  return all.sent > 0 && all.ok == all.sent && all.connect_failed == 0 ? kExitOk : kExitFailure;
 }
 
 }  // namespace
@@ -277,19 +276,19 @@ int Metrics(const std::map<std::string, std::string>& o) {
 int main(int argc, char** argv) {
   if (argc < 2) {
     Usage(stderr);
-    return kUsage;
+    return kExitUsage;
   }
   std::string cmd = argv[1];
   if (cmd == "-h" || cmd == "--help") {
     Usage(stdout);
-    return kOk;
+    return kExitOk;
   }
   std::map<std::string, std::string> opts;
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
     if (a.rfind("--", 0) != 0 || i + 1 >= argc) {
       std::fprintf(stderr, "elasticd-bench: bad argument '%s' (see --help)\n", a.c_str());
-      return kUsage;
+      return kExitUsage;
     }
     opts[a] = argv[++i];
   }
@@ -299,8 +298,8 @@ int main(int argc, char** argv) {
     if (cmd == "metrics") return Metrics(opts);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "elasticd-bench: %s\n", e.what());
-    return kFailure;
+    return kExitFailure;
   }
   std::fprintf(stderr, "elasticd-bench: unknown command '%s' (see --help)\n", cmd.c_str());
-  return kUsage;
+  return kExitUsage;
 }

@@ -65,7 +65,7 @@ std::vector<config::KeySpec> Table(ControllerConfig& c) {
        [&](std::string_view v) { return Seconds(v, "controller.admin_cache", 0, 3600, c.admin_cache_s); }},
       {"scheduler.epoch", "seconds between scheduling epochs, 1-3600 (default 60)",
        [&](std::string_view v) { return Seconds(v, "scheduler.epoch", 1, 3600, c.epoch_s); }},
-      {"scheduler.policy", "optimizer policy: dp, greedy, evolutionary, pollux, optimus or static",
+      {"scheduler.policy", "optimizer policy: " + optimizer::PolicyNameList(),
        [&](std::string_view v) {
          return Apply(config::ParseChoice(v, optimizer::PolicyNames(), "scheduler.policy"),
                       [&](std::string s) { c.policy = s; });

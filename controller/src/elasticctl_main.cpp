@@ -3,19 +3,19 @@
 #include <cstdlib>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "elastic/common/cli.h"
+#include "elastic/common/exit_codes.h"
 #include "elastic/common/site.h"
-#include "elastic/common/version.h"
 #include "elastic/common/wire.h"
 
 namespace {
 
 using namespace elastic;
 using Json = nlohmann::json;
-
-enum ExitCode { kOk = 0, kFailure = 1, kUsage = 2, kUnreachable = 3, kRefused = 4 };
 
 struct Options {
   std::string controller;
@@ -75,9 +75,9 @@ Result<Json> Call(const Options& o, Json request) {
 }
 
 int Report(const Result<Json>& r) {
-  if (r.ok()) return kOk;
+  if (r.ok()) return kExitOk;
   bool unreachable = r.status().kind() == ErrorKind::kUnavailable || r.status().kind() == ErrorKind::kTimeout;
-  return Fail(unreachable ? kUnreachable : (r.status().kind() == ErrorKind::kNotFound && r.status().message().find("plugstack") != std::string::npos ? kFailure : kRefused),
+  return Fail(unreachable ? kExitUnreachable : (r.status().kind() == ErrorKind::kNotFound && r.status().message().find("plugstack") != std::string::npos ? kExitFailure : kExitRefused),
               r.status().message());
 }
 
@@ -88,7 +88,7 @@ int ShowStatus(const Options& o) {
   if (o.json) {
     Json out{{"jobs", reply["jobs"]}, {"paused", reply["paused"]}, {"policy", reply["policy"]}, {"epoch", reply["epoch"]}};
     std::printf("%s\n", out.dump(2).c_str());
-    return kOk;
+    return kExitOk;
   }
   std::printf("policy %s, epoch %s every %ss%s\n", reply.value("policy", "?").c_str(), reply["epoch"].dump().c_str(),
               reply["epoch_s"].dump().c_str(), reply.value("paused", false) ? ", ALL ELASTIC ACTIONS PAUSED" : "");
@@ -116,33 +116,33 @@ int ShowStatus(const Options& o) {
                 j["gpus"].dump().c_str(), j["base_gpus"].dump().c_str(), j["max_gpus"].dump().c_str(), batch.c_str(), lr,
                 noise, j["rescales"].dump().c_str(), state.c_str(), exts.empty() ? "-" : exts.c_str());
   }
-  return kOk;
+  return kExitOk;
 }
 
 int Plan(const Options& o) {
-  if (!o.dry_run) return Fail(kUsage, "plan only has a --dry-run form: the controller enacts plans itself");
+  if (!o.dry_run) return Fail(kExitUsage, "plan only has a --dry-run form: the controller enacts plans itself");
   auto r = Call(o, {{"type", "plan"}, {"dry_run", true}});
   if (!r.ok()) return Report(r);
   std::printf("%s\n", r.value()["plan"].dump(o.json ? -1 : 2).c_str());
-  return kOk;
+  return kExitOk;
 }
 
 int JobCommand(const Options& o, const char* type) {
-  if (o.args.size() != 2) return Fail(kUsage, std::string(o.args[0]) + " needs one JOB id");
+  if (o.args.size() != 2) return Fail(kExitUsage, std::string(o.args[0]) + " needs one JOB id");
   char* end = nullptr;
   unsigned long job = std::strtoul(o.args[1].c_str(), &end, 10);
-  if (end == o.args[1].c_str() || *end != '\0' || job == 0) return Fail(kUsage, "'" + o.args[1] + "' is not a job id");
+  if (end == o.args[1].c_str() || *end != '\0' || job == 0) return Fail(kExitUsage, "'" + o.args[1] + "' is not a job id");
   auto r = Call(o, {{"type", type}, {"job", job}});
   if (!r.ok()) return Report(r);
   std::printf("job %lu: %s\n", job, std::string(type) == "pause" ? "paused" : "resumed");
-  return kOk;
+  return kExitOk;
 }
 
 int Simple(const Options& o, Json request, const char* done) {
   auto r = Call(o, std::move(request));
   if (!r.ok()) return Report(r);
   std::printf("%s\n", done);
-  return kOk;
+  return kExitOk;
 }
 
 }  // namespace
@@ -151,14 +151,7 @@ int main(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "-h" || a == "--help") {
-      Usage(stdout);
-      return kOk;
-    }
-    if (a == "-V" || a == "--version") {
-      std::printf("elasticctl %s\n", ELASTIC_VERSION_STRING);
-      return kOk;
-    }
+    if (std::optional<int> done = cli::HelpOrVersion(a, "elasticctl", Usage)) return *done;
     if (a == "--json") {
       o.json = true;
     } else if (a == "--dry-run") {
@@ -166,14 +159,14 @@ int main(int argc, char** argv) {
     } else if ((a == "--controller" || a == "--munge-socket") && i + 1 < argc) {
       (a == "--controller" ? o.controller : o.munge_socket) = argv[++i];
     } else if (!a.empty() && a[0] == '-') {
-      return Fail(kUsage, "unknown option '" + a + "' (see --help)");
+      return Fail(kExitUsage, "unknown option '" + a + "' (see --help)");
     } else {
       o.args.push_back(a);
     }
   }
   if (o.args.empty()) {
     Usage(stderr);
-    return kUsage;
+    return kExitUsage;
   }
   const std::string& cmd = o.args[0];
   auto no_args = [&]() { return o.args.size() == 1; };
@@ -187,10 +180,10 @@ int main(int argc, char** argv) {
     auto r = Call(o, {{"type", "snapshot"}});
     if (!r.ok()) return Report(r);
     std::printf("%s\n", r.value()["snapshot"].dump().c_str());
-    return kOk;
+    return kExitOk;
   }
   if (cmd == "set-policy" && o.args.size() == 2) {
     return Simple(o, {{"type", "set_policy"}, {"policy", o.args[1]}}, ("policy set to " + o.args[1]).c_str());
   }
-  return Fail(kUsage, "unknown command or wrong arguments: '" + cmd + "' (see --help)");
+  return Fail(kExitUsage, "unknown command or wrong arguments: '" + cmd + "' (see --help)");
 }

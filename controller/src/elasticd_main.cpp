@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include <utility>  // before Boost.Asio 1.74, whose awaitable.hpp uses std::exchange without it
 
@@ -17,6 +18,8 @@
 #include "config.h"
 #include "controller.h"
 #include "db.h"
+#include "elastic/common/cli.h"
+#include "elastic/common/exit_codes.h"
 #include "elastic/common/log.h"
 #include "elastic/common/site.h"
 #include "elastic/common/version.h"
@@ -27,8 +30,6 @@ namespace {
 
 using namespace elastic;
 using namespace elastic::controller;
-
-enum ExitCode { kOk = 0, kFailure = 1, kUsage = 2 };
 
 void Usage(std::FILE* out) {
   std::fprintf(out,
@@ -50,7 +51,7 @@ int CheckConfig(const std::string& path) {
   auto cfg = LoadConfig(path);
   if (!cfg.ok()) {
     std::fprintf(stderr, "elasticd: %s\n", cfg.status().message().c_str());
-    return kFailure;
+    return kExitFailure;
   }
   auto site = config::FindSiteAddress(cfg.value().slurm_conf);
   if (site.ok() && !(site.value().controller == cfg.value().listen)) {
@@ -59,7 +60,7 @@ int CheckConfig(const std::string& path) {
                  cfg.value().listen.ToString().c_str());
   }
   std::printf("%s: configuration is valid\n", path.c_str());
-  return kOk;
+  return kExitOk;
 }
 
 void ApplyLogging(const ControllerConfig& c) {
@@ -150,24 +151,24 @@ int Run(const std::string& path) {
   auto cfg = LoadConfig(path);
   if (!cfg.ok()) {
     std::fprintf(stderr, "elasticd: %s\n", cfg.status().message().c_str());
-    return kFailure;
+    return kExitFailure;
   }
   // Checked before the log file is opened: a refusal goes to standard error.
   Status s = CheckStartupPermissions(path, cfg.value());
   if (!s.ok()) {
     std::fprintf(stderr, "elasticd: refusing to start: %s\n", s.message().c_str());
-    return kFailure;
+    return kExitFailure;
   }
   try {
     ApplyLogging(cfg.value());
   } catch (const Error& e) {
     std::fprintf(stderr, "elasticd: %s\n", e.what());
-    return kFailure;
+    return kExitFailure;
   }
   auto db = Database::Open(cfg.value().state_db);
   if (!db.ok()) {
     Log(LogLevel::kError, "", db.status().message());
-    return kFailure;
+    return kExitFailure;
   }
   auto slurm = std::make_unique<SlurmAdapter>(cfg.value().slurm_conf);
   Controller ctl(cfg.value(), std::move(db).value(), std::move(slurm));
@@ -178,7 +179,7 @@ int Run(const std::string& path) {
   s = server.Listen(cfg.value().listen);
   if (!s.ok()) {
     Log(LogLevel::kError, "", s.message());
-    return kFailure;
+    return kExitFailure;
   }
   Log(LogLevel::kInfo, "", "elasticd ", ELASTIC_VERSION_STRING, " listening on ", cfg.value().listen.ToString(),
       ", epoch ", ctl.config().epoch_s, " s, policy ", ctl.config().policy);
@@ -230,7 +231,7 @@ int Run(const std::string& path) {
   };
   wait_signal();
   io.run();
-  return kOk;
+  return kExitOk;
 }
 
 }  // namespace
@@ -239,14 +240,7 @@ int main(int argc, char** argv) {
   std::string config;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "-h" || a == "--help") {
-      Usage(stdout);
-      return kOk;
-    }
-    if (a == "-V" || a == "--version") {
-      std::printf("elasticd %s\n", ELASTIC_VERSION_STRING);
-      return kOk;
-    }
+    if (std::optional<int> done = cli::HelpOrVersion(a, "elasticd", Usage)) return *done;
     if (a == "--check-config" && i + 1 < argc) return CheckConfig(argv[++i]);
     if (a == "--config" && i + 1 < argc) {
       config = argv[++i];
@@ -254,11 +248,11 @@ int main(int argc, char** argv) {
     }
     if (a == "--foreground" || a == "-D") continue;
     std::fprintf(stderr, "elasticd: unknown or incomplete argument '%s' (see --help)\n", a.c_str());
-    return kUsage;
+    return kExitUsage;
   }
   if (config.empty()) {
     std::fprintf(stderr, "elasticd: --config FILE is required (see --help)\n");
-    return kUsage;
+    return kExitUsage;
   }
   return Run(config);
 }

@@ -38,7 +38,11 @@ using elastic::mpi::EpochSharder;
 using elastic::mpi::Session;
 using elastic::mpi::SplitMix64;
 
-enum ExitCode { kExitOk = 0, kExitError = 1, kExitUsage = 2, kExitCheckFailed = 3 };
+using elastic::kExitCheckFailed;
+using elastic::kExitFailure;
+using elastic::kExitJoinRefused;
+using elastic::kExitOk;
+using elastic::kExitUsage;
 
 struct Options {
   std::uint64_t samples = 4096;
@@ -275,7 +279,7 @@ int Train(int argc, char** argv, const Options& o) {
   auto created = Session::Create(options.value(), &argc, &argv);
   if (!created.ok()) {
     std::fprintf(stderr, "elastic-train-logreg: %s\n", created.status().ToString().c_str());
-    return created.status().kind() == elastic::ErrorKind::kPermission ? 77 : kExitError;
+    return created.status().kind() == elastic::ErrorKind::kPermission ? kExitJoinRefused : kExitFailure;
   }
   std::unique_ptr<Session> session = std::move(created).value();
 
@@ -292,7 +296,7 @@ int Train(int argc, char** argv, const Options& o) {
   if (!extra.empty()) session->RegisterBytes("extra_state", extra.data(), extra.size());
   if (auto s = session->Begin(); !s.ok()) {
     std::fprintf(stderr, "elastic-train-logreg: %s\n", s.ToString().c_str());
-    return kExitError;
+    return kExitFailure;
   }
   bool restored = false;
   std::string restore_from = o.restore_from;
@@ -306,7 +310,7 @@ int Train(int argc, char** argv, const Options& o) {
   if (!restore_from.empty() && !session->newcomer()) {
     if (auto s = session->ReadCheckpoint(restore_from); !s.ok()) {
       std::fprintf(stderr, "elastic-train-logreg: %s\n", s.ToString().c_str());
-      return kExitError;
+      return kExitFailure;
     }
     restored = true;
     if (session->rank() == 0) {
@@ -318,7 +322,7 @@ int Train(int argc, char** argv, const Options& o) {
   // A broken world (a rank died: MPI failed, kUnavailable) ends with kExitWorldLost, so that
   // elasticd restarts the job from its last checkpoint; any other error is the program's own.
   auto failure_code = [](const elastic::Status& s) {
-    return s.kind() == elastic::ErrorKind::kUnavailable ? elastic::mpi::kExitWorldLost : kExitError;
+    return s.kind() == elastic::ErrorKind::kUnavailable ? elastic::mpi::kExitWorldLost : kExitFailure;
   };
 
   std::vector<std::pair<std::uint64_t, std::uint64_t>> processed;  // (epoch, sample)
@@ -379,7 +383,7 @@ int Train(int argc, char** argv, const Options& o) {
                                            std::span<const double>(global_mean));
         !s.ok()) {
       std::fprintf(stderr, "elastic-train-logreg: %s\n", s.ToString().c_str());
-      return kExitError;
+      return kExitFailure;
     }
     const double lr = o.lr * session->lr_factor();
     for (std::size_t j = 0; j <= d; ++j) {
@@ -407,7 +411,7 @@ int Train(int argc, char** argv, const Options& o) {
   if (!o.checkpoint.empty() && !session->should_stop()) {
     if (auto s = session->WriteCheckpoint(o.checkpoint); !s.ok()) {
       std::fprintf(stderr, "elastic-train-logreg: %s\n", s.ToString().c_str());
-      return kExitError;
+      return kExitFailure;
     }
   }
   if (stopped) return kExitOk;
@@ -446,6 +450,6 @@ int main(int argc, char** argv) {
     return Train(argc, argv, o);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "elastic-train-logreg: %s\n", e.what());
-    return kExitError;
+    return kExitFailure;
   }
 }

@@ -30,6 +30,7 @@
 
 #include "elastic_mpi/topology.h"
 #include "controller_link.h"
+#include "elastic/common/exit_codes.h"
 #include "elastic/common/log.h"
 #include "elastic_mpi/topology.h"
 #include "elastic_mpi/tunables.h"
@@ -37,7 +38,9 @@
 namespace {
 
 // Exit codes of the launcher itself (the ranks' own status is passed through otherwise).
-enum ExitCode { kExitUsage = 2, kExitRendezvous = 69, kExitLaunch = 71 };
+using elastic::kExitLaunch;
+using elastic::kExitRendezvous;
+using elastic::kExitUsage;
 
 struct Options {
   int ranks = 0;  // 0: the job's GPUs on this node (SLURM_GPUS_ON_NODE), else 1

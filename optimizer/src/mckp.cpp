@@ -1,5 +1,8 @@
 // Multiple-choice knapsack solvers: exact DP, LP relaxation + core DP, Lagrangian relaxation.
 // See mckp.h for the overview; the comments here explain the data layout and the invariants.
+// One file over 600 lines on purpose: the three solvers share the pruned option tables, the
+// choice-table layout and the DP kernels, and are the epoch's hot path compiled together at -O3
+// (CMakeLists.txt); apart, each would repeat that layout or export it as an interface of its own.
 #include "elastic/optimizer/mckp.h"
 
 #include <algorithm>

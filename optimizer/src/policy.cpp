@@ -10,31 +10,6 @@
 
 namespace elastic::optimizer {
 
-// Factories defined next to each policy.
-std::unique_ptr<Policy> MakeDpPolicy();
-std::unique_ptr<Policy> MakeGreedyPolicy();
-std::unique_ptr<Policy> MakeOptimusPolicy();
-std::unique_ptr<Policy> MakeStaticPolicy();
-std::unique_ptr<Policy> MakeEvolutionaryPolicy();
-std::unique_ptr<Policy> MakePolluxPolicy();
-
-const std::vector<std::string>& PolicyNames() {
-  static const std::vector<std::string> names = {"dp", "greedy", "optimus", "static", "evolutionary", "pollux"};
-  return names;
-}
-
-Result<std::unique_ptr<Policy>> MakePolicy(std::string_view name) {
-  if (name == "dp") return MakeDpPolicy();
-  if (name == "greedy") return MakeGreedyPolicy();
-  if (name == "optimus") return MakeOptimusPolicy();
-  if (name == "static") return MakeStaticPolicy();
-  if (name == "evolutionary") return MakeEvolutionaryPolicy();
-  if (name == "pollux") return MakePolluxPolicy();
-  std::string known;
-  for (const std::string& n : PolicyNames()) known += (known.empty() ? "" : ", ") + n;
-  return Status(ErrorKind::kNotFound, "unknown policy '" + std::string(name) + "' (known: " + known + ")");
-}
-
 Result<std::vector<std::vector<Option>>> BuildOptionTables(const Snapshot& snapshot) {
   std::vector<std::vector<Option>> tables;
   tables.reserve(snapshot.jobs.size());

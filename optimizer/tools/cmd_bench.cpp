@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "elastic/common/cli_options.h"
 #include "elastic/optimizer/cbc_oracle.h"
 #include "elastic/optimizer/instances.h"
 #include "elastic/optimizer/policy.h"
@@ -21,9 +22,16 @@ namespace po = boost::program_options;
 
 namespace {
 
+// Every policy of the table, comma-separated.
+std::string DefaultPolicies() {
+  std::string list;
+  for (const std::string& name : PolicyNames()) list += (list.empty() ? "" : ",") + name;
+  return list;
+}
+
 struct BenchOptions {
   std::string sizes = "160x64,1000x2048,10000x16384,1000x2048x3";
-  std::string policies = "dp,greedy,optimus,static,evolutionary,pollux";
+  std::string policies = DefaultPolicies();
   int repeats = 5;
   uint64_t seed = 42;
   double time_budget_ms = 1000.0;
@@ -83,17 +91,8 @@ int RunBench(const std::vector<std::string>& args) {
   BenchOptions o;
   po::options_description desc = SetupBench(o);
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(desc).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::cerr << "elastic-optimize bench: " << e.what() << " (see --help)\n";
-    return kExitUsage;
-  }
-  if (vm.count("help")) {
-    std::cout << desc << "\n";
-    return kExitOk;
-  }
+  const elastic::cli::Prologue prologue{"elastic-optimize bench", " (see --help)\n", "", "\n"};
+  if (std::optional<int> done = elastic::cli::ParseCommandLine(args, desc, vm, prologue)) return *done;
   if (o.repeats < 1) {
     std::cerr << "elastic-optimize bench: --repeats must be >= 1\n";
     return kExitUsage;

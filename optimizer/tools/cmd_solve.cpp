@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "commands.h"
+#include "elastic/common/cli_options.h"
 #include "elastic/optimizer/policy.h"
 #include "elastic/optimizer/snapshot_json.h"
 
@@ -38,7 +39,7 @@ po::options_description SetupSolve(SolveOptions& o) {
       "2 bad command line, 3 bad input.\n\nOptions");
   d.add_options()
       ("help,h", "show this help")
-      ("policy", po::value(&o.policy)->default_value(o.policy), "dp, greedy, optimus, static, evolutionary, pollux")
+      ("policy", po::value(&o.policy)->default_value(o.policy), PolicyNameList().c_str())
       ("input,i", po::value(&o.input), "snapshot JSON file ('-' reads standard input)")
       ("objective", po::value(&o.objective)->default_value(o.objective), "weighted-sum or power-mean")
       ("p", po::value(&o.p)->default_value(o.p), "power-mean exponent (< 0)")
@@ -64,22 +65,10 @@ po::options_description SetupSolve(SolveOptions& o) {
 int RunSolve(const std::vector<std::string>& args) {
   SolveOptions o;
   po::options_description desc = SetupSolve(o);
+  const elastic::cli::Prologue prologue{"elastic-optimize", " (see --help)\n", "", "\n"};
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(desc).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::cerr << "elastic-optimize: " << e.what() << " (see --help)\n";
-    return kExitUsage;
-  }
-  if (vm.count("help")) {
-    std::cout << desc << "\n";
-    return kExitOk;
-  }
-  if (o.input.empty()) {
-    std::cerr << "elastic-optimize: --input is required (see --help)\n";
-    return kExitUsage;
-  }
+  if (std::optional<int> done = elastic::cli::ParseCommandLine(args, desc, vm, prologue)) return *done;
+  if (o.input.empty()) return elastic::cli::UsageError(prologue, "--input is required");
   Result<std::unique_ptr<Policy>> policy = MakePolicy(o.policy);
   if (!policy.ok()) {
     std::cerr << "elastic-optimize: " << policy.status().message() << "\n";
@@ -112,12 +101,12 @@ int RunSolve(const std::vector<std::string>& args) {
   Result<Snapshot> snap = LoadSnapshot(o.input);
   if (!snap.ok()) {
     std::cerr << "elastic-optimize: " << snap.status().message() << "\n";
-    return kExitInput;
+    return kExitBadInput;
   }
   Result<Plan> plan = policy.value()->Solve(snap.value(), popts);
   if (!plan.ok()) {
     std::cerr << "elastic-optimize: " << plan.status().message() << "\n";
-    return plan.status().kind() == ErrorKind::kInvalidArgument ? kExitInput : kExitFailure;
+    return plan.status().kind() == ErrorKind::kInvalidArgument ? kExitBadInput : kExitFailure;
   }
   std::cout << PlanToJson(plan.value()).dump(o.pretty ? 2 : -1) << "\n";
   return kExitOk;

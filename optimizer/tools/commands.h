@@ -4,15 +4,13 @@
 #include <string>
 #include <vector>
 
+#include "elastic/common/exit_codes.h"
+
 namespace elastic::optimizer::cli {
 
-// Exit codes of elastic-optimize (docs/optimizer.md).
-enum ExitCode : int {
-  kExitOk = 0,
-  kExitFailure = 1,  // an unexpected internal error
-  kExitUsage = 2,    // bad command line
-  kExitInput = 3,    // the input file is missing, not JSON, or not a valid snapshot
-};
+// Exit codes of elastic-optimize (docs/optimizer.md): kExitOk, kExitFailure (an unexpected
+// internal error), kExitUsage (bad command line), kExitBadInput (the input file is missing, not
+// JSON, or not a valid snapshot).
 
 int RunSolve(const std::vector<std::string>& args);
 int RunBench(const std::vector<std::string>& args);

@@ -17,6 +17,6 @@ int main(int argc, char** argv) {
     return RunSolve(args);
   } catch (const std::exception& e) {
     std::cerr << "elastic-optimize: error: " << e.what() << "\n";
-    return kExitFailure;
+    return elastic::kExitFailure;
   }
 }

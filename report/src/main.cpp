@@ -8,7 +8,9 @@
 #include <optional>
 #include <string>
 
+#include "elastic/common/cli_options.h"
 #include "elastic/common/config.h"
+#include "elastic/common/exit_codes.h"
 #include "elastic/report/journal.h"
 #include "elastic/report/output.h"
 #include "elastic/report/period.h"
@@ -21,11 +23,11 @@ using namespace elastic::report;
 
 namespace {
 
-enum ExitCode : int {
-  kExitOk = 0,
-  kExitFailure = 1,  // a source could not be read (sacct, the journal) or the output not written
-  kExitUsage = 2,    // bad command line
-};
+// Exit codes: kExitOk, kExitFailure (a source could not be read: sacct, the journal; or the
+// output not written), kExitUsage (bad command line).
+const cli::Prologue kPrologue{"elastic-report", "\nTry 'elastic-report --help'.\n", "",
+                              "\nExit status: 0 success, 1 a source (sacct, the database) or the output failed, "
+                              "2 bad usage.\n"};
 
 struct Options {
   std::string since = "now-7days", until = "now", by = "account", format = "table";
@@ -34,8 +36,8 @@ struct Options {
 };
 
 int Fail(int code, const std::string& msg) {
+  if (code == kExitUsage) return cli::UsageError(kPrologue, msg);
   std::cerr << "elastic-report: " << msg << "\n";
-  if (code == kExitUsage) std::cerr << "Try 'elastic-report --help'.\n";
   return code;
 }
 
@@ -63,17 +65,7 @@ int main(int argc, char** argv) {
        "count whole allocations of jobs that ran in the period (default: only the part inside it)")
       ("output,o", po::value(&opt.output), "write the report to this file instead of standard output");
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(argc, argv).options(desc).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    return Fail(kExitUsage, e.what());
-  }
-  if (vm.count("help")) {
-    std::cout << desc << "\nExit status: 0 success, 1 a source (sacct, the database) or the output failed, "
-                         "2 bad usage.\n";
-    return kExitOk;
-  }
+  if (std::optional<int> done = cli::ParseCommandLine({argv + 1, argv + argc}, desc, vm, kPrologue)) return *done;
   double now = NowSeconds();
   auto since = ParseTime(opt.since, now, "--since");
   if (!since.ok()) return Fail(kExitUsage, since.status().message());

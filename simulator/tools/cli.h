@@ -6,15 +6,13 @@
 
 #include <boost/program_options.hpp>
 
+#include "elastic/common/exit_codes.h"
 #include "elastic/simulator/simulator.h"
 
 namespace elastic::simulator::cli {
 
-// Exit codes.
-constexpr int kExitOk = 0;
-constexpr int kExitFailure = 1;     // internal error
-constexpr int kExitUsage = 2;       // bad command line
-constexpr int kExitBadInput = 3;    // input file missing or malformed
+// Exit codes: kExitOk, kExitFailure (internal error), kExitUsage (bad command line),
+// kExitBadInput (input file missing or malformed).
 
 // The options every subcommand shares (cluster, costs, policy knobs) and their parsed values.
 struct CommonOptions {

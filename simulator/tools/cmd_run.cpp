@@ -6,6 +6,8 @@
 #include <iostream>
 
 #include "cli.h"
+#include "elastic/common/cli_options.h"
+#include "elastic/optimizer/policy.h"
 #include "elastic/simulator/metrics.h"
 #include "elastic/simulator/workload.h"
 
@@ -28,12 +30,13 @@ struct RunOptions {
   size_t philly_jobs = 0;
 };
 
-constexpr const char* kUsage =
-    "usage: elastic-sim [run] --workload FILE [--format pollux|philly|sacct] --policy NAME [options]\n"
-    "       elastic-sim study [options]   (the reproduction study of docs/results.md; --help for its options)\n"
-    "Replays a workload on a simulated GPU cluster with an optimizer policy in the loop.\n"
-    "Policies: dp, greedy, optimus, static, evolutionary, pollux (optimizer/), fifo (FIFO + EASY backfill).\n"
-    "Exit codes: 0 ok, 1 internal error, 2 bad command line, 3 bad input.\n";
+std::string Usage() {
+  return "usage: elastic-sim [run] --workload FILE [--format pollux|philly|sacct] --policy NAME [options]\n"
+         "       elastic-sim study [options]   (the reproduction study of docs/results.md; --help for its options)\n"
+         "Replays a workload on a simulated GPU cluster with an optimizer policy in the loop.\n"
+         "Policies: " + optimizer::PolicyNameList() + " (optimizer/), fifo (FIFO + EASY backfill).\n"
+         "Exit codes: 0 ok, 1 internal error, 2 bad command line, 3 bad input.\n";
+}
 
 void ProgressBar(double t, size_t done, size_t total) {
   const int width = 30;
@@ -69,22 +72,10 @@ int RunSimulation(const std::vector<std::string>& args) {
       ("philly-hours", po::value(&o.philly_hours)->default_value(8.0), "philly: window length [h]")
       ("philly-jobs", po::value(&o.philly_jobs)->default_value(0), "philly: sample this many jobs (0: all)");
   AddCommonOptions(desc, o.common);
+  const elastic::cli::Prologue prologue{"elastic-sim", "\n" + Usage(), Usage(), ""};
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(desc).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::cerr << "elastic-sim: " << e.what() << "\n" << kUsage;
-    return kExitUsage;
-  }
-  if (vm.count("help")) {
-    std::cout << kUsage << desc;
-    return kExitOk;
-  }
-  if (o.workload.empty()) {
-    std::cerr << "elastic-sim: --workload is required\n" << kUsage;
-    return kExitUsage;
-  }
+  if (std::optional<int> done = elastic::cli::ParseCommandLine(args, desc, vm, prologue)) return *done;
+  if (o.workload.empty()) return elastic::cli::UsageError(prologue, "--workload is required");
   if (Status s = FinishCommonOptions(o.common); !s.ok()) {
     std::cerr << "elastic-sim: " << s.message() << "\n";
     return kExitUsage;

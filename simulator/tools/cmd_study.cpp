@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "cli.h"
+#include "elastic/common/cli_options.h"
 #include "elastic/simulator/metrics.h"
 #include "elastic/simulator/workload.h"
 
@@ -90,22 +91,10 @@ int RunStudy(const std::vector<std::string>& args) {
       ("threads", po::value(&threads)->default_value(threads), "simulations in parallel")
       ("horizon", po::value(&horizon)->default_value(horizon), "jobs_finished counts jobs done by then [s]");
   AddCommonOptions(desc, common);
+  const elastic::cli::Prologue prologue{"elastic-sim study", "\n", "usage: elastic-sim study [options]\n", ""};
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(desc).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::cerr << "elastic-sim study: " << e.what() << "\n";
-    return kExitUsage;
-  }
-  if (vm.count("help")) {
-    std::cout << "usage: elastic-sim study [options]\n" << desc;
-    return kExitOk;
-  }
-  if (Status s = FinishCommonOptions(common); !s.ok()) {
-    std::cerr << "elastic-sim study: " << s.message() << "\n";
-    return kExitUsage;
-  }
+  if (std::optional<int> done = elastic::cli::ParseCommandLine(args, desc, vm, prologue)) return *done;
+  if (Status s = FinishCommonOptions(common); !s.ok()) return elastic::cli::UsageError(prologue, s.message());
   Result<AppTable> apps = LoadPolluxApplications(common.data_dir + "/pollux-adaptdl-osdi21/traces");
   if (!apps.ok()) {
     std::cerr << "elastic-sim study: " << apps.status().message() << "\n";

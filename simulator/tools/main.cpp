@@ -116,6 +116,6 @@ int main(int argc, char** argv) {
     return RunSimulation(args);
   } catch (const std::exception& e) {
     std::cerr << "elastic-sim: error: " << e.what() << "\n";
-    return kExitFailure;
+    return elastic::kExitFailure;
   }
 }

@@ -6,6 +6,8 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <set>
+#include <string_view>
 
 #include "elastic/optimizer/instances.h"
 #include "elastic/optimizer/placement.h"
@@ -55,6 +57,21 @@ TEST(Policy, NamesAndUnknownName) {
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().message(),
             "unknown policy 'magic' (known: dp, greedy, optimus, static, evolutionary, pollux)");
+}
+
+// The table is the one list: every row makes the policy it names, names are unique, every row
+// says what the policy does, and the name lists follow the table's order.
+TEST(Policy, TableRowsAreConsistent) {
+  std::set<std::string_view> seen;
+  std::string joined;
+  for (const PolicyEntry& e : PolicyTable()) {
+    EXPECT_TRUE(seen.insert(e.name).second) << e.name;
+    EXPECT_FALSE(e.help.empty()) << e.name;
+    EXPECT_EQ(e.make()->name(), e.name);
+    joined += (joined.empty() ? "" : ", ") + std::string(e.name);
+  }
+  EXPECT_EQ(PolicyNames().size(), PolicyTable().size());
+  EXPECT_EQ(PolicyNameList(), joined);
 }
 
 TEST(Policy, EveryPlanRespectsCapacityBoundsStepsAndBatches) {

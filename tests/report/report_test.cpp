@@ -1,6 +1,8 @@
 // Unit tests of elastic-report: time parsing, sacct parsing (with exact messages for malformed
 // lines), the journal reader on a real elasticd state database, the aggregation against
-// hand-computed figures, and the CSV/JSON schemas.
+// hand-computed figures, and the CSV/JSON schemas. One file (over 600 lines): the unit tests of one
+// small program, five short suites against the one fixture of fixture.h (the sacct text and the
+// state database every figure is computed from); a suite that grows gets a file of its own.
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 #include <unistd.h>

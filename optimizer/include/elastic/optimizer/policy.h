@@ -1,9 +1,10 @@
 // Policies: given a snapshot, choose every job's configuration (or pending) for one epoch.
-// Selectable by name: dp, greedy, optimus, static, evolutionary, pollux.
+// Selectable by name: the table of policy_table.cpp (PolicyTable()) is the one list of them.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -86,8 +87,20 @@ class Policy {
   virtual Result<Plan> Solve(const Snapshot& snapshot, const PolicyOptions& options) const = 0;
 };
 
-// Every policy's name, in a stable order.
+// One row of the policy table: a policy's name, its factory and one line saying what it does.
+// Adding a policy is its own file under src/policies/ plus one row in src/policy_table.cpp.
+struct PolicyEntry {
+  std::string_view name;
+  std::unique_ptr<Policy> (*make)();
+  std::string_view help;
+};
+
+// Every policy, in a stable order (the order of every list of names shown to users).
+std::span<const PolicyEntry> PolicyTable();
+// Every policy's name, in the table's order.
 const std::vector<std::string>& PolicyNames();
+// The names joined with ", " ("dp, greedy, ..."), as help texts and error messages list them.
+std::string PolicyNameList();
 // The policy called `name`, or kNotFound listing the known names.
 Result<std::unique_ptr<Policy>> MakePolicy(std::string_view name);
 

@@ -49,7 +49,7 @@ struct SimConfig {
   std::string gpu_type = "t4";
   double period_s = 60.0;  // scheduling epoch
 
-  // Policy: an optimizer policy name (dp, greedy, optimus, static, evolutionary, pollux) or
+  // Policy: an optimizer policy name (optimizer::PolicyNames()) or
   // "fifo" (rigid requests, FIFO with EASY backfill, then the static policy places them).
   std::string policy = "dp";
   std::string objective = "";  // "" = the policy's default (weighted-sum; pollux: power-mean)

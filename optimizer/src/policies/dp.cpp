@@ -5,7 +5,7 @@
 
 #include "elastic/optimizer/mckp.h"
 #include "elastic/optimizer/policy.h"
-#include "internal.h"
+#include "../internal.h"
 
 namespace elastic::optimizer {
 namespace {

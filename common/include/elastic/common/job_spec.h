@@ -5,7 +5,10 @@
 //
 // Every field is optional, bound by bound, because the JSON elasticd stores is read back
 // tolerantly: a missing key, or one of the wrong type, is an absent value and the reader applies
-// its own default (the accessors below hold the defaults the components share).
+// its own default (the accessors below hold the defaults the components share). A reader of the
+// stored JSON by key and fallback maps onto it one to one: the value of "batch_min" or else F is
+// JobSpec::FromJson(j).batch.min.value_or(F); "gpus_max" or else the base size is GpusMax(base);
+// max(1, "gpu_step" or else 1) is GpuStep(); "lr_scaling" or else "none" is LrScaling().
 #pragma once
 
 #include <cstdint>

@@ -12,7 +12,6 @@
 // forwarded to the ranks; the launcher exits with the ranks' exit status and stops ompi-server.
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -30,7 +29,9 @@
 
 #include "elastic_mpi/topology.h"
 #include "controller_link.h"
+#include "elastic/common/env_vars.h"
 #include "elastic/common/exit_codes.h"
+#include "elastic/common/join_token.h"
 #include "elastic/common/log.h"
 #include "elastic_mpi/topology.h"
 #include "elastic_mpi/tunables.h"
@@ -218,11 +219,6 @@ bool Parse(int argc, char** argv, const elastic::mpi::Config& config, Options* o
 // Variables an extension job inherits from the parent's launcher (besides what Slurm sets):
 // the program's search paths, MPI's settings, the runtime's tunables, and --export names.
 nlohmann::json CuratedEnvironment(const Options& o) {
-  // Set by the plugin per job: never copied from the parent.
-  static const char* const kPerJob[] = {"ELASTIC_SPEC_VERSION", "ELASTIC_MODE", "ELASTIC_JOB_ID", "ELASTIC_ROLE",
-                                        "ELASTIC_CONTROLLER", "ELASTIC_JOIN_TOKEN", "ELASTIC_GROUP_ID",
-                                        "ELASTIC_PARENT_JOB_ID", "ELASTIC_RENDEZVOUS_URI", "ELASTIC_NODE_GROUP",
-                                        "ELASTIC_LOCAL_RANK", "ELASTIC_LOCAL_SIZE", "ELASTIC_JOIN", "ELASTIC_RUN_DIR"};
   nlohmann::json env = nlohmann::json::object();
   for (char** e = environ; *e != nullptr; ++e) {
     std::string kv = *e;
@@ -231,7 +227,8 @@ nlohmann::json CuratedEnvironment(const Options& o) {
     std::string name = kv.substr(0, eq);
     bool keep = name == "PATH" || name == "LD_LIBRARY_PATH" || name == "PYTHONPATH" || name == "LANG" ||
                 name == "OMP_NUM_THREADS" || name.rfind("OMPI_MCA_", 0) == 0 || name.rfind("ELASTIC_", 0) == 0;
-    for (const char* p : kPerJob) keep = keep && name != p;
+    // Set per job or per launch (by the plugin or this launcher): never copied from the parent.
+    if (const auto* v = elastic::contract::FindEnvVar(name); v != nullptr && v->per_launch) keep = false;
     for (const auto& x : o.exports) keep = keep || name == x;
     if (keep) env[name] = kv.substr(eq + 1);
   }
@@ -274,19 +271,6 @@ std::string ReadFirstLine(const std::string& path) {
   std::string line;
   std::getline(in, line);
   return line;
-}
-
-// 128 random bits from the kernel as 32 lowercase hex digits ("" on failure).
-std::string RandomToken() {
-  unsigned char bytes[16];
-  if (getrandom(bytes, sizeof bytes, 0) != static_cast<ssize_t>(sizeof bytes)) return "";
-  static const char kHex[] = "0123456789abcdef";
-  std::string token;
-  for (unsigned char b : bytes) {
-    token += kHex[b >> 4];
-    token += kHex[b & 15];
-  }
-  return token;
 }
 
 // Writes text to path with mode 600 (temp file + rename, so readers never see half of it).
@@ -363,7 +347,8 @@ int main(int argc, char** argv) {
     if (leader) {
       unlink(o.uri_file.c_str());
       if (own_token) {
-        token = RandomToken();
+        auto made = elastic::contract::NewJoinToken();
+        token = made.ok() ? made.value() : "";
         if (token.empty() || !WritePrivateFile(o.run_dir + "/initial.token", token + "\n")) {
           std::fprintf(stderr, "elastic-launch: cannot write %s/initial.token\n", o.run_dir.c_str());
           return kExitRendezvous;
@@ -400,22 +385,24 @@ int main(int argc, char** argv) {
   }
 
   // The ranks: environment of docs/interfaces.md section 2 ("set by elastic-launch").
+  namespace contract = elastic::contract;
+  auto var = [](const char* name, const std::string& value) { return std::string(name) + "=" + value; };
   std::vector<std::string> env = {
-      "ELASTIC_LOCAL_SIZE=" + std::to_string(o.ranks),
-      "ELASTIC_NODE_GROUP=" + node_group,
-      "ELASTIC_NODE_GROUPS=" + node_groups,
-      "ELASTIC_RENDEZVOUS_URI=" + o.uri_file,
-      "ELASTIC_RUN_DIR=" + o.run_dir,
+      var(contract::kLocalSize, std::to_string(o.ranks)),
+      var(contract::kNodeGroup, node_group),
+      var(contract::kNodeGroups, node_groups),
+      var(contract::kRendezvousUri, o.uri_file),
+      var(contract::kRunDir, o.run_dir),
       "OMPI_MCA_pmix_server_uri=file:" + o.uri_file,
   };
-  if (o.join) env.push_back("ELASTIC_JOIN=1");
-  if (own_token) env.push_back("ELASTIC_JOIN_TOKEN=" + token);
+  if (o.join) env.push_back(var(contract::kJoin, "1"));
+  if (own_token) env.push_back(var(contract::kJoinToken, token));
   // Oversubscribed cores (tests on small machines): ranks must yield while they wait, or the
   // busy-polling ones starve the others (a merged world's allreduce was 40x slower).
   if (o.oversubscribe) env.push_back("OMPI_MCA_mpi_yield_when_idle=1");
   std::vector<std::string> cmd;
   if (o.ranks == 1) {
-    env.push_back("ELASTIC_LOCAL_RANK=0");
+    env.push_back(var(contract::kLocalRank, "0"));
     cmd = o.program;  // an MPI singleton, a direct child
   } else {
     cmd = {o.mpirun, "-np", std::to_string(o.ranks), "--mca", "ras", "^slurm", "--mca", "plm", "^slurm",

@@ -2,15 +2,11 @@
 
 #include <cstring>
 
+#include "elastic/common/join_token.h"
+
 namespace elastic::mpi {
 
-bool IsValidToken(std::string_view token) noexcept {
-  if (token.size() != 32) return false;
-  for (char c : token) {
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
-  }
-  return true;
-}
+bool IsValidToken(std::string_view token) noexcept { return contract::IsValidJoinToken(token); }
 
 Result<JoinRecord> EncodeJoinRecord(std::uint32_t group, std::string_view token) {
   if (!IsValidToken(token)) {

@@ -5,36 +5,38 @@
 #include <cstdlib>
 #include <string>
 
+#include "elastic/common/env_vars.h"
+
 namespace elastic::mpi {
 namespace {
 
-// The one table. Contract variables (set by the SPANK plugin or elastic-launch, docs/interfaces.md
-// section 2) come first, then the runtime's own tunables.
+// The one table. Contract variables (set by the SPANK plugin or elastic-launch; their names and
+// who sets them are defined once in common/include/elastic/common/env_vars.h) come first, then
+// the runtime's own tunables.
 constexpr std::array kTable{
     // Contract variables.
-    Tunable{"mode", "ELASTIC_MODE", "elastic", "elastic or rigid (rigid: never rescale)"},
-    Tunable{"job_id", "ELASTIC_JOB_ID", "standalone", "Slurm job id of the elastic job"},
-    Tunable{"role", "ELASTIC_ROLE", "parent", "parent or extension"},
-    Tunable{"controller", "ELASTIC_CONTROLLER", "", "elasticd address HOST:PORT"},
-    Tunable{"munge_socket", "ELASTIC_MUNGE_SOCKET", "", "munged's socket for messages to elasticd"},
+    Tunable{"mode", contract::kMode, "elastic", "elastic or rigid (rigid: never rescale)"},
+    Tunable{"job_id", contract::kJobId, "standalone", "Slurm job id of the elastic job"},
+    Tunable{"role", contract::kRole, "parent", "parent or extension"},
+    Tunable{"controller", contract::kController, "", "elasticd address HOST:PORT"},
+    Tunable{"munge_socket", contract::kMungeSocket, "", "munged's socket for messages to elasticd"},
     Tunable{"metrics_interval_s", "ELASTIC_METRICS_INTERVAL_S", "5", "seconds between metrics reports to elasticd"},
     Tunable{"gpus_on_node", "SLURM_GPUS_ON_NODE", "", "GPUs of the job on this node (launcher's default rank count)"},
-    Tunable{"gpus_min", "ELASTIC_GPUS_MIN", "", "lower bound of the GPU count"},
-    Tunable{"gpus_max", "ELASTIC_GPUS_MAX", "", "upper bound of the GPU count"},
-    Tunable{"batch_min", "ELASTIC_BATCH_MIN", "", "lower bound of the global batch"},
-    Tunable{"batch_max", "ELASTIC_BATCH_MAX", "", "upper bound of the global batch"},
-    Tunable{"local_batch_min", "ELASTIC_LOCAL_BATCH_MIN", "", "lower bound of the per-rank batch"},
-    Tunable{"local_batch_max", "ELASTIC_LOCAL_BATCH_MAX", "", "upper bound of the per-rank batch"},
-    Tunable{"lr_scaling", "ELASTIC_LR_SCALING", "none", "none, linear, sqrt or adascale"},
-    Tunable{"join_token", "ELASTIC_JOIN_TOKEN", "", "32 hex digits proving elasticd sent this group"},
-    Tunable{"group_id", "ELASTIC_GROUP_ID", "0", "id of this rank's group (0 = base job)"},
-    Tunable{"node_group", "ELASTIC_NODE_GROUP", "0", "index of this node group in the job"},
-    Tunable{"node_groups", "ELASTIC_NODE_GROUPS", "1", "number of the job's initial node groups (merged into one world)"},
+    Tunable{"gpus_max", contract::kGpusMax, "", "upper bound of the GPU count"},
+    Tunable{"batch_min", contract::kBatchMin, "", "lower bound of the global batch"},
+    Tunable{"batch_max", contract::kBatchMax, "", "upper bound of the global batch"},
+    Tunable{"local_batch_min", contract::kLocalBatchMin, "", "lower bound of the per-rank batch"},
+    Tunable{"local_batch_max", contract::kLocalBatchMax, "", "upper bound of the per-rank batch"},
+    Tunable{"lr_scaling", contract::kLrScaling, "none", "none, linear, sqrt or adascale"},
+    Tunable{"join_token", contract::kJoinToken, "", "32 hex digits proving elasticd sent this group"},
+    Tunable{"group_id", contract::kGroupId, "0", "id of this rank's group (0 = base job)"},
+    Tunable{"node_group", contract::kNodeGroup, "0", "index of this node group in the job"},
+    Tunable{"node_groups", contract::kNodeGroups, "1", "number of the job's initial node groups (merged into one world)"},
     Tunable{"slurm_node_id", "SLURM_NODEID", "", "this node's index in the step (launcher's default node group)"},
     Tunable{"slurm_step_nodes", "SLURM_STEP_NUM_NODES", "", "nodes of the step (launcher's default node group count)"},
-    Tunable{"local_rank", "ELASTIC_LOCAL_RANK", "", "rank within the node group"},
-    Tunable{"local_size", "ELASTIC_LOCAL_SIZE", "", "size of the node group"},
-    Tunable{"rendezvous_uri", "ELASTIC_RENDEZVOUS_URI", "", "ompi-server URI file of the job"},
+    Tunable{"local_rank", contract::kLocalRank, "", "rank within the node group"},
+    Tunable{"local_size", contract::kLocalSize, "", "size of the node group"},
+    Tunable{"rendezvous_uri", contract::kRendezvousUri, "", "ompi-server URI file of the job"},
     // Runtime tunables.
     Tunable{"log_level", "ELASTIC_LOG_LEVEL", "info", "error, warning, info, verbose, debug"},
     Tunable{"connect_timeout_s", "ELASTIC_CONNECT_TIMEOUT_S", "60", "watchdog on connect/accept (s)"},
@@ -42,12 +44,12 @@ constexpr std::array kTable{
             "watchdog on the rescale point's and the backend's collectives (s; 0: off)"},
     Tunable{"spawn_timeout_s", "ELASTIC_SPAWN_TIMEOUT_S", "60", "watchdog on MPI_Comm_spawn (s)"},
     Tunable{"poll_interval_s", "ELASTIC_POLL_INTERVAL_S", "1", "how often rank 0 polls for commands (s)"},
-    Tunable{"run_dir", "ELASTIC_RUN_DIR", "", "the job's private directory"},
+    Tunable{"run_dir", contract::kRunDir, "", "the job's private directory"},
     Tunable{"checkpoint_dir", "ELASTIC_CHECKPOINT_DIR", "", "where checkpoints go"},
     Tunable{"checkpoint_interval_s", "ELASTIC_CHECKPOINT_INTERVAL_S", "0",
             "checkpoint at the first rescale point after this many seconds (0: on request only)"},
-    Tunable{"standalone", "ELASTIC_STANDALONE", "0", "1: no controller, no Slurm"},
-    Tunable{"join", "ELASTIC_JOIN", "0", "1: this group joins a running world (connect)"},
+    Tunable{"standalone", contract::kStandalone, "0", "1: no controller, no Slurm"},
+    Tunable{"join", contract::kJoin, "0", "1: this group joins a running world (connect)"},
     Tunable{"schedule", "ELASTIC_SCHEDULE", "", "standalone rescale schedule, e.g. 2->4:128->2"},
     Tunable{"schedule_every", "ELASTIC_SCHEDULE_EVERY", "10", "steps between schedule entries"},
     Tunable{"respawn_delay_s", "ELASTIC_RESPAWN_DELAY_S", "1", "pause between a shrink and the next spawn (s)"},

@@ -61,22 +61,6 @@ Result<int64_t> GpusOfTres(std::string_view tres) {
   return int64_t{0};
 }
 
-std::optional<ExtensionLink> ParseExtensionComment(std::string_view comment) {
-  static constexpr std::string_view kPrefix = "elastic-ext parent=";
-  if (comment.substr(0, kPrefix.size()) != kPrefix) return std::nullopt;
-  std::string_view rest = comment.substr(kPrefix.size());
-  size_t sp = rest.find(' ');
-  if (sp == std::string_view::npos) return std::nullopt;
-  static constexpr std::string_view kGroup = "group=";
-  std::string_view group = rest.substr(sp + 1);
-  if (group.substr(0, kGroup.size()) != kGroup) return std::nullopt;
-  uint64_t parent = 0, g = 0;
-  if (!ParseUnsigned(rest.substr(0, sp), &parent) || !ParseUnsigned(group.substr(kGroup.size()), &g) || parent == 0) {
-    return std::nullopt;
-  }
-  return ExtensionLink{parent, static_cast<int64_t>(g)};
-}
-
 Result<std::vector<SacctRecord>> ParseSacct(std::string_view text) {
   std::vector<SacctRecord> out;
   size_t line_no = 0;
@@ -126,7 +110,7 @@ Result<std::vector<SacctRecord>> ParseSacct(std::string_view text) {
     size_t name_at = 0;
     for (int i = 0; i < kSacctFields - 1; ++i) name_at += f[static_cast<size_t>(i)].size() + 1;
     r.name = std::string(line.substr(name_at));
-    r.named_extension = r.name.rfind("elastic-ext:", 0) == 0;
+    r.named_extension = contract::HasExtensionJobName(r.name);
     if (auto link = ParseExtensionComment(r.admin_comment)) {
       r.extension = true;
       r.parent = link->parent;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "elastic/common/gres.h"
+#include "elastic/common/job_contract.h"
 #include "elastic/common/log.h"
 #include "elastic/common/wire.h"
 #include "plugin_state.h"
@@ -60,18 +61,14 @@ Result<JobRecord> LoadJob(uint32_t job_id) {
   return job;
 }
 
-// The variables the plugin sets (docs/interfaces.md, section 2). A user's own values of these
-// are removed from an elastic job before the plugin sets its own; the runtime's tunables
-// (ELASTIC_LOG_LEVEL, ...) are the user's business and stay.
-const char* const kPluginVariables[] = {
-    "ELASTIC_SPEC_VERSION", "ELASTIC_MODE", "ELASTIC_JOB_ID", "ELASTIC_ROLE", "ELASTIC_CONTROLLER",
-    "ELASTIC_GPUS_MIN", "ELASTIC_GPUS_MAX", "ELASTIC_GPU_STEP", "ELASTIC_BATCH_MIN", "ELASTIC_BATCH_MAX",
-    "ELASTIC_LOCAL_BATCH_MIN", "ELASTIC_LOCAL_BATCH_MAX", "ELASTIC_LR_SCALING", "ELASTIC_MODEL",
-    "ELASTIC_JOIN_TOKEN", "ELASTIC_PARENT_JOB_ID", "ELASTIC_GROUP_ID", "ELASTIC_RENDEZVOUS_URI",
-    "ELASTIC_MUNGE_SOCKET", "ELASTIC_STANDALONE", "ELASTIC_JOIN"};
-
+// A user's own values of the variables the plugin guards (contract::EnvVar::plugin_scrubs:
+// those it sets, and ELASTIC_STANDALONE and ELASTIC_JOIN) are removed from an elastic job
+// before the plugin sets its own; the runtime's tunables (ELASTIC_LOG_LEVEL, ...) are the
+// user's business and stay.
 void RemoveUserElasticVariables(spank_t sp) {
-  for (const char* name : kPluginVariables) spank_unsetenv(sp, name);
+  for (const contract::EnvVar& v : contract::EnvVars()) {
+    if (v.plugin_scrubs) spank_unsetenv(sp, v.name);
+  }
 }
 
 void Export(spank_t sp, const std::map<std::string, std::string>& vars) {
@@ -79,17 +76,6 @@ void Export(spank_t sp, const std::map<std::string, std::string>& vars) {
     spank_err_t rc = spank_setenv(sp, k.c_str(), v.c_str(), 1);
     if (rc != ESPANK_SUCCESS) Log(LogLevel::kError, kComponent, "cannot set ", k, ": ", spank_strerror(rc));
   }
-}
-
-nlohmann::json SpecJson(const ElasticSpec& spec) {
-  nlohmann::json j = nlohmann::json::object();
-  if (spec.gpus) j["gpus_min"] = spec.gpus->min, j["gpus_max"] = spec.gpus->max;
-  j["gpu_step"] = spec.gpu_step.value_or(1);
-  if (spec.batch) j["batch_min"] = spec.batch->min, j["batch_max"] = spec.batch->max;
-  if (spec.local_batch) j["local_batch_min"] = spec.local_batch->min, j["local_batch_max"] = spec.local_batch->max;
-  j["lr_scaling"] = spec.lr_scaling.value_or("none");
-  if (spec.model) j["model"] = *spec.model;
-  return j;
 }
 
 // One request to elasticd within the site's registration timeout.
@@ -115,7 +101,7 @@ void ParentJob(spank_t sp, PluginState& st, uint32_t job_id, uint32_t uid) {
   auto job = LoadJob(job_id);
   if (!job.ok()) {
     st.task_warning = job.status().message() + "; the job runs rigid";
-    Export(sp, {{"ELASTIC_MODE", "rigid"}});
+    Export(sp, {{contract::kMode, "rigid"}});
     return;
   }
   Status s = CheckBaseGpus(spec, job.value().gpus);
@@ -134,17 +120,18 @@ void ParentJob(spank_t sp, PluginState& st, uint32_t job_id, uint32_t uid) {
     }
   }
 
-  auto env = SpecEnvironment(spec);
-  env["ELASTIC_JOB_ID"] = std::to_string(job_id);
-  env["ELASTIC_ROLE"] = "parent";
-  env["ELASTIC_CONTROLLER"] = st.site.controller->ToString();
-  if (!st.site.munge_socket.empty()) env["ELASTIC_MUNGE_SOCKET"] = st.site.munge_socket;
-  env["ELASTIC_MODE"] = "rigid";
+  const contract::JobSpec job_spec = ToJobSpec(spec);
+  auto env = job_spec.ToEnvironment();
+  env[contract::kJobId] = std::to_string(job_id);
+  env[contract::kRole] = "parent";
+  env[contract::kController] = st.site.controller->ToString();
+  if (!st.site.munge_socket.empty()) env[contract::kMungeSocket] = st.site.munge_socket;
+  env[contract::kMode] = "rigid";
 
   nlohmann::json req{{"type", "register"},
                      {"job", job_id},
                      {"user", uid},
-                     {"spec", SpecJson(spec)},
+                     {"spec", job_spec.ToJson()},
                      {"nodes", job.value().nodes},
                      {"gpus", job.value().gpus},
                      {"gpu_type", job.value().gpu_type},
@@ -157,8 +144,8 @@ void ParentJob(spank_t sp, PluginState& st, uint32_t job_id, uint32_t uid) {
     Log(LogLevel::kInfo, kComponent, "job ", job_id, ": ", *st.task_warning);
   } else {
     const auto& r = reply.value();
-    env["ELASTIC_MODE"] = r.value("mode", "elastic") == "elastic" ? "elastic" : "rigid";
-    if (r.contains("join_token") && r["join_token"].is_string()) env["ELASTIC_JOIN_TOKEN"] = r["join_token"];
+    env[contract::kMode] = r.value("mode", "elastic") == "elastic" ? "elastic" : "rigid";
+    if (r.contains("join_token") && r["join_token"].is_string()) env[contract::kJoinToken] = r["join_token"];
     Log(LogLevel::kVerbose, kComponent, "job ", job_id, " registered (", Describe(spec), ")");
   }
   Export(sp, env);
@@ -171,8 +158,7 @@ void ExtensionJob(spank_t sp, PluginState& st, uint32_t job_id, uint32_t uid) {
     st.task_error = "extension job: " + job.status().message();
     return;
   }
-  std::string expected = "elastic-ext parent=" + std::to_string(ref.parent) + " group=" + std::to_string(ref.group);
-  if (job.value().admin_comment != expected) {
+  if (job.value().admin_comment != contract::ExtensionLink{ref.parent, ref.group}.AdminComment()) {
     st.task_error = "this job claims to extend job " + std::to_string(ref.parent) +
                     " but was not submitted by the elastic controller";
     return;
@@ -202,32 +188,18 @@ void ExtensionJob(spank_t sp, PluginState& st, uint32_t job_id, uint32_t uid) {
     st.task_error = "the elastic controller's join information does not match this extension";
     return;
   }
-  std::map<std::string, std::string> env;
-  env["ELASTIC_SPEC_VERSION"] = "1";
-  env["ELASTIC_MODE"] = "elastic";
-  env["ELASTIC_ROLE"] = "extension";
-  env["ELASTIC_JOB_ID"] = std::to_string(ref.parent);
-  env["ELASTIC_PARENT_JOB_ID"] = std::to_string(ref.parent);
-  env["ELASTIC_GROUP_ID"] = std::to_string(ref.group);
-  env["ELASTIC_CONTROLLER"] = st.site.controller->ToString();
-  env["ELASTIC_JOIN_TOKEN"] = r["join_token"].get<std::string>();
-  env["ELASTIC_RENDEZVOUS_URI"] = r["rendezvous_uri"].get<std::string>();
-  if (!st.site.munge_socket.empty()) env["ELASTIC_MUNGE_SOCKET"] = st.site.munge_socket;
-  // The parent's spec, so that the joining group applies the same batch and lr rules.
-  if (r.contains("spec") && r["spec"].is_object()) {
-    const auto& spec = r["spec"];
-    auto put = [&](const char* key, const char* var) {
-      if (spec.contains(key) && spec[key].is_number_integer()) env[var] = std::to_string(spec[key].get<int64_t>());
-    };
-    put("gpus_min", "ELASTIC_GPUS_MIN");
-    put("gpus_max", "ELASTIC_GPUS_MAX");
-    put("gpu_step", "ELASTIC_GPU_STEP");
-    put("batch_min", "ELASTIC_BATCH_MIN");
-    put("batch_max", "ELASTIC_BATCH_MAX");
-    put("local_batch_min", "ELASTIC_LOCAL_BATCH_MIN");
-    put("local_batch_max", "ELASTIC_LOCAL_BATCH_MAX");
-    if (spec.contains("lr_scaling") && spec["lr_scaling"].is_string()) env["ELASTIC_LR_SCALING"] = spec["lr_scaling"];
-  }
+  // The parent's spec as elasticd keeps it, so that the joining group applies the same batch and
+  // lr rules (JobSpec::FromJson: no spec or a malformed one gives only ELASTIC_SPEC_VERSION).
+  auto env = contract::JobSpec::FromJson(r.value("spec", nlohmann::json())).ToEnvironment();
+  env[contract::kMode] = "elastic";
+  env[contract::kRole] = "extension";
+  env[contract::kJobId] = std::to_string(ref.parent);
+  env[contract::kParentJobId] = std::to_string(ref.parent);
+  env[contract::kGroupId] = std::to_string(ref.group);
+  env[contract::kController] = st.site.controller->ToString();
+  env[contract::kJoinToken] = r["join_token"].get<std::string>();
+  env[contract::kRendezvousUri] = r["rendezvous_uri"].get<std::string>();
+  if (!st.site.munge_socket.empty()) env[contract::kMungeSocket] = st.site.munge_socket;
   Export(sp, env);
 }
 
@@ -264,9 +236,9 @@ void BatchStepPostOpt(spank_t sp) {
   }
   if (!st.site.enabled) {
     auto env = SpecEnvironment(st.spec);
-    env["ELASTIC_MODE"] = "rigid";
-    env["ELASTIC_JOB_ID"] = std::to_string(job_id);
-    env["ELASTIC_ROLE"] = "parent";
+    env[contract::kMode] = "rigid";
+    env[contract::kJobId] = std::to_string(job_id);
+    env[contract::kRole] = "parent";
     Export(sp, env);
     return;
   }

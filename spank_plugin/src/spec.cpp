@@ -219,26 +219,18 @@ Status CheckBaseGpus(const ElasticSpec& spec, int64_t allocated_gpus) {
   return Status::Ok();
 }
 
-std::map<std::string, std::string> SpecEnvironment(const ElasticSpec& spec) {
-  std::map<std::string, std::string> env;
-  env["ELASTIC_SPEC_VERSION"] = "1";
-  if (spec.gpus) {
-    env["ELASTIC_GPUS_MIN"] = std::to_string(spec.gpus->min);
-    env["ELASTIC_GPUS_MAX"] = std::to_string(spec.gpus->max);
-  }
-  env["ELASTIC_GPU_STEP"] = std::to_string(spec.gpu_step.value_or(1));
-  if (spec.batch) {
-    env["ELASTIC_BATCH_MIN"] = std::to_string(spec.batch->min);
-    env["ELASTIC_BATCH_MAX"] = std::to_string(spec.batch->max);
-  }
-  if (spec.local_batch) {
-    env["ELASTIC_LOCAL_BATCH_MIN"] = std::to_string(spec.local_batch->min);
-    env["ELASTIC_LOCAL_BATCH_MAX"] = std::to_string(spec.local_batch->max);
-  }
-  env["ELASTIC_LR_SCALING"] = spec.lr_scaling.value_or("none");
-  if (spec.model) env["ELASTIC_MODEL"] = *spec.model;
-  return env;
+contract::JobSpec ToJobSpec(const ElasticSpec& spec) {
+  contract::JobSpec out;
+  if (spec.gpus) out.gpus = {spec.gpus->min, spec.gpus->max};
+  out.gpu_step = spec.gpu_step.value_or(1);
+  if (spec.batch) out.batch = {spec.batch->min, spec.batch->max};
+  if (spec.local_batch) out.local_batch = {spec.local_batch->min, spec.local_batch->max};
+  out.lr_scaling = spec.lr_scaling.value_or("none");
+  out.model = spec.model;
+  return out;
 }
+
+std::map<std::string, std::string> SpecEnvironment(const ElasticSpec& spec) { return ToJobSpec(spec).ToEnvironment(); }
 
 std::string Describe(const ElasticSpec& spec) {
   if (spec.no_elastic) return "rigid (--no-elastic)";

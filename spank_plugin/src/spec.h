@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "elastic/common/error.h"
+#include "elastic/common/job_spec.h"
 #include "site_config.h"
 
 namespace elastic::spank {
@@ -84,8 +85,12 @@ Status Validate(ElasticSpec& spec, const SiteConfig& site);
 // The job's own GPU allocation must equal --elastic-gpus MIN (MIN is the base request).
 Status CheckBaseGpus(const ElasticSpec& spec, int64_t allocated_gpus);
 
+// The spec as it travels to elasticd and to the job (common/include/elastic/common/job_spec.h),
+// with the defaults the plugin has always sent: gpu step 1, lr scaling "none".
+contract::JobSpec ToJobSpec(const ElasticSpec& spec);
+
 // ELASTIC_* variables that describe the spec (docs/interfaces.md, section 2), without the
-// mode, ids, address and token, which the caller adds.
+// mode, ids, address and token, which the caller adds: ToJobSpec(spec).ToEnvironment().
 std::map<std::string, std::string> SpecEnvironment(const ElasticSpec& spec);
 
 // The spec in one line, e.g. "gpus=2:8 step=2 batch=256:4096 lr=sqrt" (logs, job control env).

@@ -9,6 +9,8 @@
 #   run_mpi_test.sh nodes MPIEXEC BIN      two launches emulating two nodes of one job form one world
 #   run_mpi_test.sh deadgroup MPIEXEC BIN  a spawned group's rank SIGKILLs itself: the job stops, bounded
 #   run_mpi_test.sh usr1 BIN               SIGUSR1 (time-limit warning): checkpoint, training goes on
+#   run_mpi_test.sh churn BIN HIER         200 in-place grows and shrinks of one world, each checked
+#                                          (HIER=1: hierarchical MPI collectives)
 set -uo pipefail
 mode=$1; shift
 work=$(mktemp -d /tmp/elastic-mpi-test.XXXXXX)
@@ -203,6 +205,41 @@ usr1)
     || fail "no checkpoint on SIGUSR1"
   [[ -s $work/run/checkpoint/checkpoint.bin ]] || fail "checkpoint file missing"
   grep -q "done: [0-9]* steps, world 2," "$work/out.log" || fail "training did not go on to the end"
+  ;;
+churn)
+  # A base launch of 2 and a joining launch of 2 whose processes join and leave 100 times each
+  # (elastic-mpi-churn plays elasticd through command files); the deadline inside the program
+  # fails a slow churn before the timeouts kill a hung one.
+  bin=$1 hier=$2 changes=200
+  mkdir -p "$work/commands"
+  export ELASTIC_JOB_ID=churn$$ ELASTIC_POLL_INTERVAL_S=0.01 ELASTIC_CONNECT_TIMEOUT_S=30 \
+    ELASTIC_COMMAND_DIR="$work/commands" ELASTIC_HIERARCHICAL_ALLREDUCE=$hier ELASTIC_BACKEND=mpi ELASTIC_LOG_LEVEL=debug
+  start=$(date +%s.%N)
+  timeout -k 10 180 "$bin/elastic-launch" -n 2 --oversubscribe --run-dir "$work/run" -- \
+    "$bin/elastic-mpi-churn" --changes $changes >"$work/base.log" 2>&1 &
+  base=$!; pids+=($base)
+  for _ in $(seq 100); do [[ -s $work/run/rendezvous.uri ]] && break; sleep 0.1; done
+  [[ -s $work/run/rendezvous.uri ]] || fail "no rendezvous URI"
+  ELASTIC_GROUP_ID=1 ELASTIC_JOIN_TOKEN=0123456789abcdef0123456789abcdef \
+    timeout -k 10 180 "$bin/elastic-launch" --join -n 2 --oversubscribe --uri "$work/run/rendezvous.uri" -- \
+    "$bin/elastic-mpi-churn" --joiner --changes $changes >"$work/joiner.log" 2>&1 &
+  joiner=$!; pids+=($joiner)
+  wait $joiner; joiner_rc=$?
+  wait $base; base_rc=$?
+  pids=()
+  echo "wall $(echo "$(date +%s.%N) - $start" | bc) s"
+  echo "--- base (last lines)"; tail -n 15 "$work/base.log"; echo "--- joiner (last lines)"; tail -n 15 "$work/joiner.log"
+  [[ $base_rc == 0 ]] || fail "base exited with $base_rc"
+  [[ $joiner_rc == 0 ]] || fail "joiner exited with $joiner_rc"
+  line=$(grep '^{"test": "churn"' "$work/base.log") || fail "no result line"
+  echo "$line"
+  [[ $line == *"\"changes\": $changes,"* ]] || fail "not $changes changes"
+  mean=$(echo "$line" | sed -E 's/.*"interval_mean_s": ([0-9.]+).*/\1/')
+  (( $(echo "$mean <= 1" | bc) )) || fail "one change every $mean s, not every second or faster"
+  if [[ $hier == 1 ]]; then  # the base launch's communicator survived every change (in place)
+    kept=$(grep -c "rank 0 kept its launch's communicator" "$work/base.log")
+    (( kept >= changes )) || fail "the base kept its launch's communicator at $kept changes of $changes"
+  fi
   ;;
 *)
   fail "unknown mode $mode"

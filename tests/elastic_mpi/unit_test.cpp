@@ -7,6 +7,7 @@
 #include <random>
 #include <set>
 
+#include "elastic/common/env_vars.h"
 #include "elastic_mpi/join.h"
 #include "elastic_mpi/scaling.h"
 #include "elastic_mpi/session.h"
@@ -143,6 +144,17 @@ TEST(Tunables, EveryRowHasAnElasticVariableAndNamesAreUnique) {
     EXPECT_TRUE(names.insert(t.name).second) << t.name;
     EXPECT_TRUE(envs.insert(t.env).second) << t.env;
     EXPECT_FALSE(t.help.empty());
+  }
+}
+
+TEST(Tunables, EveryContractVariableTheRuntimeReadsIsInTheTable) {
+  // The job contract (common/include/elastic/common/env_vars.h) says who reads each variable.
+  std::set<std::string_view> envs;
+  for (const auto& t : em::Tunables()) envs.insert(t.env);
+  for (const auto& v : elastic::contract::EnvVars()) {
+    if ((v.read_by & (elastic::contract::party::kRuntime | elastic::contract::party::kLauncher)) != 0) {
+      EXPECT_TRUE(envs.count(v.name)) << v.name;
+    }
   }
 }
 

@@ -21,7 +21,8 @@ namespace elastic::mpi {
 
 using JoinRecord = std::array<std::uint8_t, 64>;
 
-// True for exactly 32 lowercase hex digits.
+// True for exactly 32 lowercase hex digits (the job contract's form of a token:
+// common/include/elastic/common/join_token.h).
 bool IsValidToken(std::string_view token) noexcept;
 // The record for (group, token); kInvalidArgument when the token is not valid.
 Result<JoinRecord> EncodeJoinRecord(std::uint32_t group, std::string_view token);

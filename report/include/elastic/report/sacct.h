@@ -5,7 +5,8 @@
 //         --format=JobIDRaw,User,Account,Partition,AllocTRES,ElapsedRaw,Submit,Eligible,Start,End,State,AdminComment,JobID,JobName
 // (JobName last: it is the only field a user chooses freely, so a '|' in it cannot shift the others)
 // and reads one record per job allocation. Extension jobs (docs/interfaces.md section 4) are
-// recognised by their admin comment "elastic-ext parent=P group=G", which only operators can set.
+// recognised by their admin comment "elastic-ext parent=P group=G", which only operators can set
+// (the job contract's ExtensionLink, common/include/elastic/common/extension_link.h).
 #pragma once
 
 #include <cstdint>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "elastic/common/error.h"
+#include "elastic/common/extension_link.h"
 
 namespace elastic::report {
 
@@ -46,11 +48,10 @@ Result<std::vector<SacctRecord>> ParseSacct(std::string_view text);
 Result<int64_t> GpusOfTres(std::string_view tres);
 
 // Parses "elastic-ext parent=P group=G" exactly; nullopt for anything else.
-struct ExtensionLink {
-  uint64_t parent = 0;
-  int64_t group = 0;
-};
-std::optional<ExtensionLink> ParseExtensionComment(std::string_view comment);
+using contract::ExtensionLink;
+inline std::optional<ExtensionLink> ParseExtensionComment(std::string_view comment) {
+  return ExtensionLink::ParseAdminComment(comment);
+}
 
 // Runs `sacct_path` with the arguments above for [since, until] (SLURM_CONF and the rest of the
 // environment are inherited; SLURM_TIME_FORMAT is set to "standard" so that times parse) and

@@ -1,0 +1,56 @@
+#include "elastic/common/env_vars.h"
+
+#include <array>
+
+namespace elastic::contract {
+namespace {
+
+using namespace party;
+
+constexpr unsigned kProgram = kTrainingProgram;
+
+// Readers "the training program" alone: nothing in the project reads the variable, but the user
+// guide documents it to the job (section "Registration"), so it stays exported for the program.
+constexpr std::array kTable{
+    // name, set by, read by, plugin scrubs, per launch, meaning
+    EnvVar{kSpecVersion, kPlugin, kProgram, true, true, "version of this variable set; 1"},
+    EnvVar{kMode, kPlugin, kRuntime | kLauncher, true, true, "elastic or rigid (rigid: never rescale)"},
+    EnvVar{kJobId, kPlugin, kRuntime | kLauncher, true, true, "Slurm job id of the elastic job (the parent's)"},
+    EnvVar{kRole, kPlugin, kLauncher, true, true, "parent or extension"},
+    EnvVar{kController, kPlugin, kRuntime | kLauncher, true, true, "elasticd's address HOST:PORT"},
+    EnvVar{kGpusMin, kPlugin, kProgram, true, false, "lower bound of the GPU count (--elastic-gpus)"},
+    EnvVar{kGpusMax, kPlugin, kProgram, true, false, "upper bound of the GPU count (--elastic-gpus)"},
+    EnvVar{kGpuStep, kPlugin, kProgram, true, false, "GPU counts are multiples of this (--elastic-gpu-step)"},
+    EnvVar{kBatchMin, kPlugin, kRuntime, true, false, "lower bound of the global batch (--elastic-batch)"},
+    EnvVar{kBatchMax, kPlugin, kRuntime, true, false, "upper bound of the global batch (--elastic-batch)"},
+    EnvVar{kLocalBatchMin, kPlugin, kProgram, true, false, "lower bound of the per-GPU batch (--elastic-local-batch)"},
+    EnvVar{kLocalBatchMax, kPlugin, kProgram, true, false, "upper bound of the per-GPU batch (--elastic-local-batch)"},
+    EnvVar{kLrScaling, kPlugin, kRuntime, true, false, "none, linear, sqrt or adascale (--elastic-lr-scaling)"},
+    EnvVar{kModel, kPlugin, kProgram, true, false, "throughput profile name (--elastic-model)"},
+    EnvVar{kJoinToken, kPlugin | kLauncher, kRuntime | kLauncher, true, true,
+           "32 hex digits: the job's initial token, or an extension group's one-time token"},
+    EnvVar{kMungeSocket, kPlugin, kRuntime | kLauncher, true, false, "munged's socket for messages to elasticd"},
+    EnvVar{kParentJobId, kPlugin, kProgram, true, true, "the parent's Slurm job id (extension jobs)"},
+    EnvVar{kGroupId, kPlugin, kRuntime | kLauncher, true, true, "the extension's group id (0 = the base job)"},
+    EnvVar{kRendezvousUri, kPlugin | kLauncher, kLauncher, true, true, "the parent's ompi-server URI (file)"},
+    EnvVar{kNodeGroup, kLauncher | kUser, kRuntime | kLauncher, false, true, "index of this node group in the job"},
+    EnvVar{kNodeGroups, kLauncher | kUser, kRuntime | kLauncher, false, false, "number of the job's initial node groups"},
+    EnvVar{kLocalRank, kLauncher, kProgram, false, true, "rank within the node group"},
+    EnvVar{kLocalSize, kLauncher, kProgram, false, true, "size of the node group"},
+    EnvVar{kRunDir, kLauncher | kUser, kRuntime | kLauncher, false, true, "the job's private directory"},
+    EnvVar{kJoin, kLauncher, kRuntime, true, true, "1: this group joins a running world"},
+    EnvVar{kStandalone, kUser, kRuntime | kLauncher, true, false, "1: no controller, no Slurm"},
+};
+
+}  // namespace
+
+std::span<const EnvVar> EnvVars() noexcept { return kTable; }
+
+const EnvVar* FindEnvVar(std::string_view name) noexcept {
+  for (const EnvVar& v : kTable) {
+    if (name == v.name) return &v;
+  }
+  return nullptr;
+}
+
+}  // namespace elastic::contract

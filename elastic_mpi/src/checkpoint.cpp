@@ -1,0 +1,130 @@
+// Checkpoints: the file format, and when the session writes one at a rescale point (a command,
+// SIGUSR1, checkpoint_interval_s, SIGTERM on the base group). Every rank holds the same
+// registered state, so rank 0 alone writes; a restarted job reads it on every rank.
+#include <sys/stat.h>
+
+#include <array>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+#include "check.h"
+#include "session_impl.h"
+
+namespace elastic::mpi {
+
+using detail::Clock;
+using detail::kComponent;
+
+std::string Session::Impl::CheckpointDir() const {
+  if (!options.checkpoint_dir.empty()) return options.checkpoint_dir;
+  if (!options.run_dir.empty()) return options.run_dir + "/checkpoint";
+  return "";
+}
+
+// Checkpoint file: "ELCKPT01", then per buffer: u64 name length, name, u64 bytes, bytes.
+Status Session::Impl::WriteCheckpoint(const std::string& path) {
+  int ok = 1;
+  std::string error;
+  if (rank == 0) {
+    const std::string tmp = path + ".tmp";
+    {
+      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+      out.write("ELCKPT01", 8);
+      for (const Buffer& b : buffers) {
+        const std::uint64_t n = b.name.size();
+        const std::uint64_t bytes = b.bytes;
+        out.write(reinterpret_cast<const char*>(&n), sizeof n);
+        out.write(b.name.data(), static_cast<std::streamsize>(n));
+        out.write(reinterpret_cast<const char*>(&bytes), sizeof bytes);
+        out.write(static_cast<const char*>(b.data), static_cast<std::streamsize>(bytes));
+      }
+      out.flush();
+      if (!out) {
+        ok = 0;
+        error = "cannot write checkpoint " + tmp;
+      }
+    }
+    if (ok && std::rename(tmp.c_str(), path.c_str()) != 0) {
+      ok = 0;
+      error = "cannot rename checkpoint to " + path + ": " + std::strerror(errno);
+    }
+  }
+  ELASTIC_MPI_CHECK(MPI_Bcast(&ok, 1, MPI_INT, 0, world));
+  if (!ok) return Status(ErrorKind::kUnavailable, rank == 0 ? error : "rank 0 failed to write the checkpoint");
+  return Status::Ok();
+}
+
+Status Session::Impl::ReadCheckpoint(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::array<char, 8> magic{};
+  in.read(magic.data(), 8);
+  if (!in || std::memcmp(magic.data(), "ELCKPT01", 8) != 0) {
+    return Status(ErrorKind::kNotFound, "no checkpoint at " + path);
+  }
+  for (Buffer& b : buffers) {
+    std::uint64_t n = 0;
+    in.read(reinterpret_cast<char*>(&n), sizeof n);
+    if (!in || n > 4096) return Status(ErrorKind::kProtocol, "corrupt checkpoint " + path);
+    std::string name(n, '\0');
+    in.read(name.data(), static_cast<std::streamsize>(n));
+    std::uint64_t bytes = 0;
+    in.read(reinterpret_cast<char*>(&bytes), sizeof bytes);
+    if (!in || name != b.name || bytes != b.bytes) {
+      return Status(ErrorKind::kInvalidArgument, "checkpoint " + path + " holds '" + name + "' (" +
+                                                     std::to_string(bytes) + " bytes) where '" + b.name +
+                                                     "' (" + std::to_string(b.bytes) + " bytes) is registered");
+    }
+    in.read(static_cast<char*>(b.data), static_cast<std::streamsize>(bytes));
+    if (!in) return Status(ErrorKind::kProtocol, "truncated checkpoint " + path);
+  }
+  return Status::Ok();
+}
+
+// Collective, at a rescale point whose allreduce asked for a checkpoint: write it and go on.
+// Rank 0 acknowledges the checkpoint command that asked for it, if any.
+void Session::Impl::CheckpointAndGoOn() {
+  const std::string dir = CheckpointDir();
+  Status written = Status(ErrorKind::kConfig, "no checkpoint directory (ELASTIC_CHECKPOINT_DIR or ELASTIC_RUN_DIR)");
+  if (!dir.empty()) {
+    if (rank == 0) mkdir(dir.c_str(), 0700);
+    written = WriteCheckpoint(dir + "/checkpoint.bin");
+  }
+  if (written.ok()) ++checkpoints_written;
+  if (rank == 0) {
+    last_checkpoint = Clock::now();  // a failed write is retried one interval later
+    if (written.ok()) {
+      Log(LogLevel::kInfo, kComponent, "checkpoint at step ", step, " written to ", dir, "/checkpoint.bin");
+    } else {
+      Log(LogLevel::kError, kComponent, "checkpoint at step ", step, " not written: ", written.message());
+    }
+    if (checkpoint_command && checkpoint_command->id > 0) {
+      SendAck(*checkpoint_command, written.ok(), written.ok() ? "" : written.message());
+    }
+    checkpoint_command.reset();
+    checkpoint_requested = false;
+  }
+}
+
+// Collective, when SIGTERM reached the base group: the checkpoint the job resumes from.
+void Session::Impl::CheckpointBeforeStop() {
+  if (const std::string dir = CheckpointDir(); !dir.empty()) {
+    if (rank == 0) mkdir(dir.c_str(), 0700);
+    const std::string path = dir + "/checkpoint.bin";
+    if (WriteCheckpoint(path).ok()) {
+      ++checkpoints_written;
+      if (rank == 0) Log(LogLevel::kWarning, kComponent, "SIGTERM: checkpoint written to ", path);
+    }
+  }
+}
+
+Status Session::WriteCheckpoint(const std::string& path) { return impl_->WriteCheckpoint(path); }
+Status Session::ReadCheckpoint(const std::string& path) { return impl_->ReadCheckpoint(path); }
+std::string Session::checkpoint_path() const {
+  const std::string dir = impl_->CheckpointDir();
+  return dir.empty() ? "" : dir + "/checkpoint.bin";
+}
+int Session::checkpoints_written() const noexcept { return impl_->checkpoints_written; }
+
+}  // namespace elastic::mpi

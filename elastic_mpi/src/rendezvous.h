@@ -1,0 +1,66 @@
+// The rendezvous (internal header): how a running world and a group that wants in find each
+// other and check each other before they merge, kept apart from what the session does with the
+// merged world (as gloo keeps its rendezvous Store apart from its algorithms).
+//
+// A Rendezvous pairs one accepting world with one connecting world under a service name and
+// authenticates the pair with the join record of docs/interfaces.md section 6. On top of it:
+// the base job's node groups merged into one world at start-up, and a separately launched group
+// joining a running world. What a newcomer then receives (meta and state) is the session's hand-
+// over, not part of the rendezvous.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "elastic/common/error.h"
+
+namespace elastic::mpi {
+
+class Rendezvous {
+ public:
+  virtual ~Rendezvous() = default;
+
+  // Collective over world (the running side): offers `service`, accepts one connection and
+  // checks the joiner's record against (group, token) on world's rank 0. On a refusal the
+  // inter-communicator is already disconnected and *accepted is false (the Status is ok).
+  virtual Status Accept(MPI_Comm world, const std::string& service, std::uint32_t group, const std::string& token,
+                        MPI_Comm* inter, bool* accepted) = 0;
+
+  // Collective over world (the joining side): finds `service` (waiting up to the connect
+  // timeout), connects, sends the join record of (group, token) and waits for the verdict.
+  // kTimeout: nobody offered the service; kPermission: refused (bad token).
+  virtual Status Connect(MPI_Comm world, const std::string& service, std::uint32_t group, const std::string& token,
+                         MPI_Comm* inter) = 0;
+};
+
+// The rendezvous through MPI's name service (ompi-server): ports opened and published under
+// the service name, looked up by the joiner; connect_timeout_s bounds every wait (watchdogs on
+// accept, connect and disconnect; the lookup and the join record are polled against it).
+std::unique_ptr<Rendezvous> MakeNameServiceRendezvous(double connect_timeout_s);
+
+// The service under which node group `node_group` of the base job joins: elastic.<job>.0.<i>.
+std::string NodeGroupService(std::string_view job_id, int node_group);
+
+// Collective over the node group's own world `*world` at start-up: forms the base job's initial
+// world from its node groups. Node group i > 0 connects to the world of node groups 0..i-1 and
+// merges behind it; then every merged world accepts the next node group, in order. All
+// authenticate with the job's initial token and group id 0; a node group refused (another
+// token) is left out with an error logged. *world is replaced by the merged world (the old one
+// freed); *links receives the inter-communicators (kept for the job's life), *sizes the ranks of
+// each node group in world rank order.
+Status MergeNodeGroups(Rendezvous& rendezvous, std::string_view job_id, int node_group, int node_groups,
+                       const std::string& token, MPI_Comm* world, std::vector<MPI_Comm>* links,
+                       std::vector<int>* sizes);
+
+// Collective over a separately launched group's world: connects to the running world that
+// offers group's service and merges behind it (the running world's ranks first). *inter is the
+// link to the running world, *merged the new world; world itself is left to the caller.
+Status JoinRunningWorld(Rendezvous& rendezvous, MPI_Comm world, std::string_view job_id, std::uint32_t group,
+                        const std::string& token, MPI_Comm* inter, MPI_Comm* merged);
+
+}  // namespace elastic::mpi

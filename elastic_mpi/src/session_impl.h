@@ -1,0 +1,155 @@
+// The session's state (internal header): Session::Impl, shared by the files that each own one
+// concern of the session. Which file holds which methods:
+//   session.cpp              life cycle (Create, Begin, the destructor), the rescale point, accessors
+//   world_change.cpp         spawn, accept, shrink, join; the rebind and backend rebuild after each
+//   handover.cpp             what a newcomer receives: the meta and the registered buffers
+//   controller_commands.cpp  rank 0's commands: poll, decide, acknowledge
+//   checkpoint.cpp           checkpoints, on request and at rescale points
+//   session_options.cpp      SessionOptions from the ELASTIC_* table
+// The rendezvous (rendezvous.h) and the guarded backend (backend_guarded.h) are apart from the
+// session state: the session holds one of each.
+#pragma once
+
+#include <mpi.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "controller_commands.h"
+#include "controller_link.h"
+#include "elastic_mpi/session.h"
+#include "rendezvous.h"
+#include "watchdog.h"
+
+namespace elastic::mpi {
+
+namespace detail {
+inline constexpr std::string_view kComponent = "elastic_mpi";
+using Clock = std::chrono::steady_clock;
+inline double Seconds(Clock::time_point since) {
+  return std::chrono::duration<double>(Clock::now() - since).count();
+}
+}  // namespace detail
+
+// A registered buffer: state handed to newcomers and written to checkpoints.
+struct Buffer {
+  std::string name;
+  void* data;
+  std::size_t bytes;
+};
+
+// One group of the world, in join order. inter is this rank's handle of the inter-communicator
+// between the group and the world it joined (MPI_COMM_NULL for the base group and for groups
+// that joined before this rank did).
+struct Group {
+  std::uint32_t id = 0;
+  int size = 0;
+  MPI_Comm inter = MPI_COMM_NULL;
+};
+
+struct Session::Impl {
+  using Clock = detail::Clock;
+
+  SessionOptions options;
+  std::unique_ptr<Rendezvous> rendezvous;
+  bool own_mpi = false;
+  bool newcomer = false;
+  bool left = false;
+  bool begun = false;
+  bool joined_at_point = false;
+  bool stop = false;         // SIGTERM on the base group: every rank stops
+  bool warned_term = false;  // a newcomer's first RescalePoint() is the parents' current one
+  MPI_Comm world = MPI_COMM_NULL;
+  int rank = 0;
+  int size = 0;
+  std::uint32_t group_id = 0;
+  std::vector<Group> groups;
+  std::uint32_t next_group_id = 1;  // for spawned groups (rank 0's copy is authoritative)
+  std::uint64_t step = 0;
+  std::uint64_t samples = 0;
+  std::uint64_t global_batch = 0;
+  std::uint64_t base_batch = 0;
+  GradientNoise noise;
+  std::vector<Buffer> buffers;
+  std::unique_ptr<CollectiveBackend> backend;
+  std::vector<std::shared_ptr<MetricsSink>> sinks;
+  RescaleInfo last;
+  Clock::time_point last_shrink{};
+  bool shrunk_before = false;
+  // Inter-communicators between the base job's node groups (never disconnected: the base job
+  // never leaves; MPI_Finalize cleans them up).
+  std::vector<MPI_Comm> base_links;
+  std::vector<int> node_group_sizes;  // ranks of each initial node group, in world rank order
+  std::unique_ptr<detail::CollectiveGuard> guard;
+  MPI_Comm pending_inter = MPI_COMM_NULL;  // a newcomer's link to the parents, for Begin()
+  nlohmann::json pending_manifest;         // a newcomer's view of rank 0's buffers, checked in Begin()
+
+  // Rank 0's commands (controller_commands.cpp).
+  std::vector<Command> pending;  // commands read from elasticd or the command directory, oldest first
+  Clock::time_point last_poll{};
+  std::string expected_token;  // of the grow being carried out (used once: section 6)
+  bool warned_schedule = false;
+  std::unique_ptr<ControllerLink> link;
+  std::uint32_t signalled_leave = 0;            // group that left on SIGTERM at this point
+  std::optional<Command> current_command;       // the controller command being carried out
+  std::set<std::int64_t> seen_commands;         // delivered again until acknowledged: do each once
+  std::map<std::int64_t, nlohmann::json> acks;  // sent acks, re-sent when a command comes again
+
+  // Checkpoints (checkpoint.cpp).
+  bool checkpoint_requested = false;  // rank 0: a checkpoint command is pending
+  std::optional<Command> checkpoint_command;
+  int checkpoints_written = 0;
+  Clock::time_point last_checkpoint = Clock::now();  // rank 0: for checkpoint_interval_s
+
+  explicit Impl(SessionOptions o)
+      : options(std::move(o)),
+        rendezvous(MakeNameServiceRendezvous(options.connect_timeout_s)),
+        noise(options.grad_noise_smoothing) {}
+
+  // --- session.cpp
+  Status UpdateRankSize();
+  // The learning-rate factor of the job's rule at global batch b (section "Learning-rate rules").
+  double LrFactorAt(std::uint64_t b) const;
+
+  // --- world_change.cpp
+  Status AdoptWorld(MPI_Comm merged);
+  Status AfterWorldChange(int newcomers = 0);
+  void Bind();
+  Status Spawn(int count, std::uint32_t new_group);
+  Status HandOver(MPI_Comm inter, MPI_Comm merged, std::uint32_t new_group, int count);
+  Status Accept(std::uint32_t group, bool* joined);
+  Status Shrink(std::uint32_t group);
+  Status MergeNodeGroups();
+  Status Join();
+
+  // --- handover.cpp
+  std::string MetaJson(std::uint32_t new_group) const;
+  Status ApplyMeta(const std::string& text, MPI_Comm inter);
+  Status SendState(MPI_Comm inter, std::uint32_t new_group);
+  Status ReceiveState(MPI_Comm inter);
+  Status AfterMerge(MPI_Comm inter, MPI_Comm merged);
+
+  // --- controller_commands.cpp
+  void PollController();
+  void PollCommands();
+  std::uint64_t ClampBatch(std::uint64_t b) const;
+  Decision Decide();
+  void SendAck(const Command& c, bool ok, const std::string& error);
+  void AckCurrent(bool ok, const std::string& error);
+
+  // --- checkpoint.cpp
+  std::string CheckpointDir() const;
+  Status WriteCheckpoint(const std::string& path);
+  Status ReadCheckpoint(const std::string& path);
+  void CheckpointAndGoOn();    // a checkpoint wanted at this rescale point; training goes on
+  void CheckpointBeforeStop();  // SIGTERM on the base group: the last checkpoint before the stop
+};
+
+}  // namespace elastic::mpi

@@ -1,0 +1,221 @@
+// How the world changes: a spawned or joining group is merged behind it, the last group leaves,
+// and after every change each rank rebinds and rebuilds its collective backend. The
+// rendezvous (rendezvous.h) finds and checks the other side; the hand-over (handover.cpp) moves
+// the state.
+#include <unistd.h>
+
+#include <array>
+#include <fstream>
+#include <thread>
+#include <vector>
+
+#include "backend_guarded.h"
+#include "check.h"
+#include "elastic_mpi/join.h"
+#include "elastic_mpi/topology.h"
+#include "session_impl.h"
+
+namespace elastic::mpi {
+
+using detail::Clock;
+using detail::kComponent;
+using detail::Seconds;
+
+namespace {
+
+// The program and arguments of this process, for MPI_Comm_spawn.
+std::vector<std::string> OwnCommandLine() {
+  std::vector<std::string> argv;
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::string arg;
+  while (std::getline(in, arg, '\0')) argv.push_back(arg);
+  std::array<char, 4096> exe{};
+  const ssize_t n = readlink("/proc/self/exe", exe.data(), exe.size() - 1);
+  if (n > 0 && !argv.empty()) argv[0].assign(exe.data(), static_cast<std::size_t>(n));
+  return argv;
+}
+
+}  // namespace
+
+// Replaces the world by `merged` (freeing the old one) and updates rank and size.
+Status Session::Impl::AdoptWorld(MPI_Comm merged) {
+  if (world != MPI_COMM_NULL) ELASTIC_MPI_CHECK(MPI_Comm_free(&world));
+  world = merged;
+  return UpdateRankSize();
+}
+
+// Collective over the new world, identical on parents and newcomers: bind to this rank's share
+// of the node, then bring the collective backend to the new world: created at the start; after
+// a grow (newcomers > 0: the world's last ranks) the parents' backend grows in place and the
+// newcomers' joins it (backend.h).
+Status Session::Impl::AfterWorldChange(int newcomers) {
+  if (options.bind) Bind();
+  int local_rank = 0;
+  MPI_Comm node = MPI_COMM_NULL;
+  ELASTIC_MPI_CHECK(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node));
+  MPI_Comm_rank(node, &local_rank);
+  MPI_Comm_free(&node);
+  if (newcomers > 0 && backend) return backend->Grow(world, newcomers);
+  backend.reset();
+  // Ranks of one MPI launch (a node group of the base job, a spawned or joined group) share a
+  // key: the MPI backend then reduces over shared memory within each launch first.
+  const int key = group_id == 0 ? options.node_group : 65536 + static_cast<int>(group_id);
+  auto made = newcomers > 0 ? JoinGrownBackend(world, newcomers, local_rank, key)
+                            : MakeBackend(options.backend, world, local_rank, options.hierarchical_allreduce ? key : -1);
+  if (!made.ok()) return made.status();
+  backend = std::make_unique<GuardedBackend>(std::move(made).value(), guard.get(), &step);
+  return Status::Ok();
+}
+
+// Binds this rank to its share of the node, counting every rank of the world on this node.
+void Session::Impl::Bind() {
+  MPI_Comm node = MPI_COMM_NULL;
+  if (MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node) != MPI_SUCCESS) return;
+  int node_rank = 0;
+  int node_size = 1;
+  MPI_Comm_rank(node, &node_rank);
+  MPI_Comm_size(node, &node_size);
+  MPI_Comm_free(&node);
+  auto bound = BindToShare(node_rank, node_size);
+  if (bound.ok()) {
+    Log(LogLevel::kDebug, kComponent, "rank ", rank, " bound to cores ", bound.value());
+  } else {
+    Log(LogLevel::kVerbose, kComponent, "binding skipped: ", bound.status().message());
+  }
+}
+
+// Parents' side of a grow by spawn: count new ranks of this program, merged behind the world.
+Status Session::Impl::Spawn(int count, std::uint32_t new_group) {
+  if (shrunk_before && options.respawn_delay_s > 0) {
+    // Spawning right after leavers exit can hang in PMIx (openpmix issue 2735): wait a little.
+    const double wait = options.respawn_delay_s - Seconds(last_shrink);
+    if (wait > 0) std::this_thread::sleep_for(std::chrono::duration<double>(wait));
+  }
+  std::vector<std::string> command = options.spawn_command.empty() ? OwnCommandLine() : options.spawn_command;
+  if (command.empty()) return Status(ErrorKind::kInternal, "no command line to spawn");
+  std::vector<char*> args;
+  for (std::size_t i = 1; i < command.size(); ++i) args.push_back(command[i].data());
+  args.push_back(nullptr);
+  auto t = Clock::now();
+  MPI_Comm inter = MPI_COMM_NULL;
+  std::vector<int> errcodes(static_cast<std::size_t>(count), MPI_SUCCESS);
+  {
+    detail::Watchdog watchdog("MPI_Comm_spawn of " + std::to_string(count) + " ranks", options.spawn_timeout_s);
+    ELASTIC_MPI_CHECK(MPI_Comm_spawn(command[0].c_str(), args.data(), count, MPI_INFO_NULL, 0, world,
+                                     &inter, errcodes.data()));
+  }
+  last.phases["spawn"] = Seconds(t);
+  t = Clock::now();
+  MPI_Comm merged = MPI_COMM_NULL;
+  ELASTIC_MPI_CHECK(MPI_Intercomm_merge(inter, 0, &merged));  // parents first: keep ranks 0..P-1
+  last.phases["merge"] = Seconds(t);
+  return HandOver(inter, merged, new_group, count);
+}
+
+// Parents' side after a merge: send meta and state to the newcomers, adopt the merged world.
+Status Session::Impl::HandOver(MPI_Comm inter, MPI_Comm merged, std::uint32_t new_group, int count) {
+  auto t = Clock::now();
+  if (new_group >= next_group_id) next_group_id = new_group + 1;
+  if (Status s = SendState(inter, new_group); !s.ok()) return s;
+  last.phases["state"] = Seconds(t);
+  groups.push_back({new_group, count, inter});
+  if (Status s = AdoptWorld(merged); !s.ok()) return s;
+  t = Clock::now();
+  if (Status s = AfterWorldChange(count); !s.ok()) return s;
+  last.phases["rebuild"] = Seconds(t);
+  return Status::Ok();
+}
+
+// Accepts one joining group on a freshly published port; checks its token.
+// Returns ok with joined=false when the joiner was refused (the world keeps its size).
+Status Session::Impl::Accept(std::uint32_t group, bool* joined) {
+  *joined = false;
+  auto t = Clock::now();
+  MPI_Comm inter = MPI_COMM_NULL;
+  bool accepted = false;
+  const std::string token = expected_token;
+  expected_token.assign(expected_token.size(), '\0');  // a token is used once
+  expected_token.clear();
+  Status st = rendezvous->Accept(world, JoinServiceName(options.job_id, group), group, token, &inter, &accepted);
+  last.phases["accept"] = Seconds(t);
+  if (!st.ok() || !accepted) return st;
+  t = Clock::now();
+  MPI_Comm merged = MPI_COMM_NULL;
+  ELASTIC_MPI_CHECK(MPI_Intercomm_merge(inter, 0, &merged));
+  last.phases["merge"] = Seconds(t);
+  int remote = 0;
+  ELASTIC_MPI_CHECK(MPI_Comm_remote_size(inter, &remote));
+  *joined = true;
+  return HandOver(inter, merged, group, remote);
+}
+
+// The last group leaves: survivors split, everyone frees the merged world, both sides
+// disconnect the group's inter-communicator (disconnecting the merged one hangs in 4.1.4).
+Status Session::Impl::Shrink(std::uint32_t group) {
+  if (groups.size() < 2 || groups.back().id != group) {
+    return Status(ErrorKind::kInternal, "shrink of group " + std::to_string(group) + " that is not the last");
+  }
+  auto t = Clock::now();
+  const bool leaving = group_id == group;
+  std::vector<int> leavers(static_cast<std::size_t>(groups.back().size));  // the world's last ranks
+  for (std::size_t i = 0; i < leavers.size(); ++i) leavers[i] = size - groups.back().size + static_cast<int>(i);
+  MPI_Comm survivors = MPI_COMM_NULL;
+  ELASTIC_MPI_CHECK(MPI_Comm_split(world, leaving ? MPI_UNDEFINED : 0, rank, &survivors));
+  ELASTIC_MPI_CHECK(MPI_Comm_free(&world));
+  last.phases["split"] = Seconds(t);
+  t = Clock::now();
+  MPI_Comm inter = groups.back().inter;
+  groups.pop_back();
+  if (inter != MPI_COMM_NULL) {
+    detail::Watchdog watchdog("disconnect of group " + std::to_string(group), options.connect_timeout_s);
+    ELASTIC_MPI_CHECK(MPI_Comm_disconnect(&inter));
+  }
+  last.phases["disconnect"] = Seconds(t);
+  if (leaving) {
+    left = true;
+    world = MPI_COMM_NULL;
+    return backend ? backend->Shrink(MPI_COMM_NULL, leavers) : Status::Ok();
+  }
+  world = survivors;
+  if (Status s = UpdateRankSize(); !s.ok()) return s;
+  shrunk_before = true;
+  last_shrink = Clock::now();
+  t = Clock::now();
+  if (options.bind) Bind();
+  if (Status s = backend->Shrink(world, leavers); !s.ok()) return s;
+  last.phases["rebuild"] = Seconds(t);
+  return Status::Ok();
+}
+
+// A joining group (options.join) at Create(): connect through the rendezvous and merge.
+Status Session::Impl::Join() {
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
+  if (rank == 0 && link) {
+    // Tell elasticd this group is up: it then sends the parent the grow command.
+    auto r = link->Call({{"type", "ready"}, {"group", options.group_id}});
+    if (!r.ok()) Log(LogLevel::kWarning, kComponent, "could not tell elasticd this group is ready: ", r.status().message());
+  }
+  MPI_Comm inter = MPI_COMM_NULL;
+  MPI_Comm merged = MPI_COMM_NULL;
+  if (Status st = JoinRunningWorld(*rendezvous, world, options.job_id, options.group_id, options.join_token, &inter,
+                                   &merged);
+      !st.ok()) {
+    return st;
+  }
+  return AfterMerge(inter, merged);
+}
+
+// The base job's initial world from its node groups (rendezvous.h), at Create(): one world whose
+// ranks are node group 0's, then node group 1's, ..., recorded as the one base group (id 0)
+// that never leaves.
+Status Session::Impl::MergeNodeGroups() {
+  if (Status st = ::elastic::mpi::MergeNodeGroups(*rendezvous, options.job_id, options.node_group, options.node_groups,
+                                                  options.join_token, &world, &base_links, &node_group_sizes);
+      !st.ok()) {
+    return st;
+  }
+  return UpdateRankSize();
+}
+
+}  // namespace elastic::mpi

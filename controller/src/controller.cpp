@@ -3,10 +3,6 @@
 // registry are in handlers.cpp, lifecycle.cpp, plan_input.cpp and epoch.cpp.
 #include "controller.h"
 
-#include <sys/random.h>
-
-#include <cerrno>
-
 #include "elastic/common/log.h"
 
 namespace elastic::controller {
@@ -15,26 +11,6 @@ namespace {
 constexpr const char* kComponent = "controller";
 
 }  // namespace
-
-std::string NewToken() {
-  unsigned char buf[16];
-  size_t got = 0;
-  while (got < sizeof buf) {
-    ssize_t n = getrandom(buf + got, sizeof buf - got, 0);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw Error(ErrorKind::kInternal, "getrandom failed");
-    }
-    got += static_cast<size_t>(n);
-  }
-  static const char* hex = "0123456789abcdef";
-  std::string s;
-  for (unsigned char c : buf) {
-    s += hex[c >> 4];
-    s += hex[c & 15];
-  }
-  return s;
-}
 
 Controller::Controller(ControllerConfig config, std::unique_ptr<Database> db, std::unique_ptr<SlurmAdapter> slurm)
     : config_(std::move(config)),

@@ -146,7 +146,4 @@ class Controller {
   int64_t epochs_ = 0;
 };
 
-// 128 random bits as 32 lowercase hex digits (join tokens).
-std::string NewToken();
-
 }  // namespace elastic::controller

@@ -222,7 +222,7 @@ void Controller::Grow(ElasticJob& job, const PlanInput& in, int current, int tar
                       double now, nlohmann::json& d) {
   d["action"] = "grow";
   int need = target - current;
-  int step = std::max(1, job.SpecInt("gpu_step", 1));
+  int step = static_cast<int>(job.Spec().GpuStep());
   auto& order = free.by_free[job.gpu_type];
   nlohmann::json groups = nlohmann::json::array();
   std::vector<std::pair<int, std::string>> skipped;  // nodes with fewer free GPUs than a step

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "controller.h"
+#include "elastic/common/join_token.h"
 #include "elastic/common/log.h"
 #include "elastic/common/wire.h"
 #include "elastic/optimizer/policy.h"
@@ -172,7 +173,7 @@ nlohmann::json Controller::OnRegister(const Request& r) {
   job.base_gpus = j.gpus;
   job.spec = r.msg.value("spec", Json::object());
   job.state = "running";
-  job.init_token = NewToken();
+  job.init_token = contract::NewJoinToken().value();
   if (job.registered_at == 0) job.registered_at = Now();
   registry_.jobs[id] = job;
   SaveJob(job);
@@ -273,7 +274,8 @@ nlohmann::json Controller::OnMetrics(const Request& r) {
   if (int64_t total = count("total_samples"); total > 0) job.total_samples = total;
   // grad_sqr = |g|^2 and grad_var = tr(Sigma) per sample, expressed at B0 = the job's minimum
   // batch (its current one without bounds); kept until the runtime measures them again.
-  const double b0 = static_cast<double>(job.SpecInt("batch_min", static_cast<int>(std::max<int64_t>(global_batch, 1))));
+  const double b0 = static_cast<double>(
+      job.Spec().batch.min.value_or(static_cast<int>(std::max<int64_t>(global_batch, 1))));
   if (auto eff = EfficiencyFromMetrics(Field<double>(r.msg, "grad_sqr", 0.0), Field<double>(r.msg, "grad_var", 0.0), b0)) {
     job.efficiency = eff;
   }
@@ -399,7 +401,7 @@ nlohmann::json Controller::OnStatus(const Request&) {
                     {"base_gpus", job.base_gpus},
                     {"gpus", registry_.CurrentGpus(job)},
                     {"planned_gpus", registry_.PlannedGpus(job)},
-                    {"max_gpus", job.SpecInt("gpus_max", job.base_gpus)},
+                    {"max_gpus", job.Spec().GpusMax(job.base_gpus)},
                     {"batch", job.batch},
                     {"batch_elastic", BatchElastic(job)},
                     {"lr_scaling", job.spec.value("lr_scaling", Json("none"))},

@@ -21,11 +21,12 @@ optimizer::Job BatchSpec(const ElasticJob& job, int max_gpus) {
   optimizer::Job s;
   s.min_gpus = job.base_gpus;
   s.max_gpus = max_gpus;
-  s.gpu_step = std::max(1, job.SpecInt("gpu_step", 1));
-  s.min_batch = job.SpecInt("batch_min", 1);
-  s.max_batch = job.SpecInt("batch_max", INT32_MAX);
-  s.min_local_batch = job.SpecInt("local_batch_min", 1);
-  s.max_local_batch = job.SpecInt("local_batch_max", INT32_MAX);
+  const contract::JobSpec spec = job.Spec();
+  s.gpu_step = static_cast<int>(spec.GpuStep());
+  s.min_batch = spec.batch.min.value_or(1);
+  s.max_batch = spec.batch.max.value_or(INT32_MAX);
+  s.min_local_batch = spec.local_batch.min.value_or(1);
+  s.max_local_batch = spec.local_batch.max.value_or(INT32_MAX);
   s.accumulation = false;  // the runtime has no gradient accumulation: a GPU's share is its batch
   return s;
 }
@@ -80,13 +81,14 @@ double NoiseScale(const optimizer::EfficiencyParams& p) {
 }
 
 bool BatchElastic(const ElasticJob& job) {
-  return job.SpecInt("batch_min", 0) > 0 && job.SpecInt("batch_max", 0) >= job.SpecInt("batch_min", 0);
+  const contract::JobSpec spec = job.Spec();
+  return spec.batch.min.value_or(0) > 0 && spec.batch.max.value_or(0) >= spec.batch.min.value_or(0);
 }
 
 std::vector<optimizer::Option> JobOptions(const ElasticJob& job, int max_gpus, int gpus_per_node, double now) {
   std::vector<optimizer::Option> options;
   const int base = job.base_gpus;
-  const int step = std::max(1, job.SpecInt("gpu_step", 1));
+  const int step = static_cast<int>(job.Spec().GpuStep());
   const optimizer::Job spec = BatchSpec(job, max_gpus);
   const std::optional<optimizer::GoodputModel> model = Model(job, now);
   const bool choose = ChoosesBatch(job);

@@ -4,10 +4,11 @@
 #include <pwd.h>
 
 #include <algorithm>
-#include <cstdio>
 
 #include "controller.h"
 #include "elastic/common/exit_codes.h"
+#include "elastic/common/extension_link.h"
+#include "elastic/common/join_token.h"
 #include "elastic/common/log.h"
 
 namespace elastic::controller {
@@ -29,9 +30,7 @@ std::string ShellQuote(const std::string& s) {
 
 // The admin_comment that links an extension job to its parent (only administrators and elasticd
 // can set it: docs/interfaces.md section 4).
-std::string ExtensionLink(uint32_t parent, int group) {
-  return "elastic-ext parent=" + std::to_string(parent) + " group=" + std::to_string(group);
-}
+std::string ExtensionLink(uint32_t parent, int group) { return contract::ExtensionLink{parent, group}.AdminComment(); }
 
 }  // namespace
 
@@ -169,7 +168,7 @@ Status Controller::SubmitExtension(ElasticJob& job, const std::string& node, int
   e.gpu_type = job.gpu_type;
   e.gpus = gpus;
   e.account = job.account;
-  e.token = NewToken();
+  e.token = contract::NewJoinToken().value();
   e.state = ExtState::kSubmitting;
   e.created_at = Now();
   SaveJob(job);       // next_group first: a group id is never used twice
@@ -191,7 +190,7 @@ Status Controller::SubmitExtension(ElasticJob& job, const std::string& node, int
   }
 
   ExtensionSubmission sub;
-  sub.name = "elastic-ext:" + std::to_string(job.id) + ":" + std::to_string(e.group);
+  sub.name = contract::ExtensionLink{job.id, e.group}.JobName();
   sub.user_id = job.uid;
   sub.group_id = job.gid;
   sub.account = job.account;
@@ -261,11 +260,14 @@ void Controller::Reconcile() {
   // user's own job that merely borrows the name is left alone.
   for (const auto& j : sjobs) {
     if (j.state != SlurmJobState::kPending && j.state != SlurmJobState::kRunning) continue;
-    unsigned parent = 0;
-    int group = 0;
-    bool linked = std::sscanf(j.admin_comment.c_str(), "elastic-ext parent=%u group=%d", &parent, &group) == 2;
+    std::optional<contract::ExtensionLink> link = contract::ExtensionLink::ParseAdminComment(j.admin_comment);
+    const bool linked = link.has_value();
     if (!linked) {
-      if (!j.held || std::sscanf(j.name.c_str(), "elastic-ext:%u:%d", &parent, &group) != 2) continue;
+      if (!j.held || !(link = contract::ExtensionLink::ParseJobName(j.name))) continue;
+    }
+    const auto parent = static_cast<uint32_t>(link->parent);
+    const auto group = static_cast<int>(link->group);
+    if (!linked) {
       Extension* intent = registry_.FindExtension(parent, group);
       auto owner = registry_.jobs.find(parent);
       if (intent == nullptr || intent->state != ExtState::kSubmitting || owner == registry_.jobs.end() ||
@@ -280,8 +282,8 @@ void Controller::Reconcile() {
         Log(LogLevel::kInfo, kComponent, "adopting extension job ", j.id, " of job ", parent);
       }
       if (e->state == ExtState::kSubmitting) {
-        std::string link = ExtensionLink(parent, group);
-        Status s = j.admin_comment == link ? Status::Ok() : slurm_->SetAdminComment(j.id, link);
+        const std::string comment = ExtensionLink(parent, group);
+        Status s = j.admin_comment == comment ? Status::Ok() : slurm_->SetAdminComment(j.id, comment);
         if (s.ok() && j.held) s = slurm_->Release(j.id);
         if (s.ok()) e->MoveTo(ExtState::kSubmitted);
       }

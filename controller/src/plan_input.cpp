@@ -4,6 +4,7 @@
 #include <cmath>
 #include <set>
 
+#include "elastic/common/extension_link.h"
 #include "elastic/optimizer/goodput.h"
 #include "job_model.h"
 
@@ -14,7 +15,7 @@ namespace {
 // GPUs (`account_ext`: the account's extension GPUs now, the job's own included), never below
 // what it holds or is about to hold (`planned`).
 int MaxGpus(const ElasticJob& job, int planned, int account_ext, const ControllerConfig& config) {
-  int max_gpus = job.SpecInt("gpus_max", job.base_gpus);
+  int max_gpus = static_cast<int>(job.Spec().GpusMax(job.base_gpus));
   int64_t cap = config.default_account_extension_gpus;
   if (auto it = config.account_extension_gpus.find(job.account); it != config.account_extension_gpus.end()) cap = it->second;
   if (cap >= 0) {
@@ -98,7 +99,7 @@ PlanInput BuildPlanInput(const Registry& registry, const std::vector<NodeInfo>& 
   // Rigid running jobs are fixed load; elastic jobs on unusable nodes keep what they hold.
   for (const auto& j : sjobs) {
     if (j.state != SlurmJobState::kRunning || j.gpus == 0 || extension_jobs.count(j.id) || registry.jobs.count(j.id)) continue;
-    if (j.admin_comment.rfind("elastic-ext ", 0) == 0) continue;  // an extension (only admins set this)
+    if (contract::IsExtensionComment(j.admin_comment)) continue;  // an extension (only admins set this)
     capacity[j.gpu_type] -= j.gpus;
   }
   for (const auto& [id, job] : registry.jobs) {
@@ -109,7 +110,7 @@ PlanInput BuildPlanInput(const Registry& registry, const std::vector<NodeInfo>& 
     oj.state = optimizer::JobState::kRunning;
     int planned = registry.PlannedGpus(job);
     oj.min_gpus = job.base_gpus;
-    oj.gpu_step = std::max(1, job.SpecInt("gpu_step", 1));
+    oj.gpu_step = static_cast<int>(job.Spec().GpuStep());
     oj.current = optimizer::Configuration{job.gpu_type, planned, job.batch};
     oj.age_s = now - job.registered_at;
     oj.rescales = job.rescales;
@@ -155,7 +156,7 @@ PlanInput BuildPlanInput(const Registry& registry, const std::vector<NodeInfo>& 
   // Pending jobs (rigid or elastic) are demand at their requested size.
   for (const auto& j : sjobs) {
     if (j.state != SlurmJobState::kPending || !j.waits_for_resources || j.gpus == 0) continue;
-    if (extension_jobs.count(j.id) || j.admin_comment.rfind("elastic-ext ", 0) == 0) continue;
+    if (extension_jobs.count(j.id) || contract::IsExtensionComment(j.admin_comment)) continue;
     optimizer::Job oj = WaitingJob(j, capacity, config.pending_weight);
     if (!oj.options.empty()) snap.jobs.push_back(std::move(oj));
   }

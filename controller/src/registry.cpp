@@ -137,11 +137,6 @@ ElasticJob ElasticJob::FromJson(const nlohmann::json& j) {
   return job;
 }
 
-int ElasticJob::SpecInt(const char* key, int fallback) const {
-  auto it = spec.find(key);
-  return it != spec.end() && it->is_number_integer() ? it->get<int>() : fallback;
-}
-
 bool Extension::Active() const { return !Final(state); }
 
 bool Extension::InFlight() const { return Active() && state != ExtState::kJoined; }

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "elastic/common/job_spec.h"
 #include "elastic/optimizer/goodput.h"
 #include "elastic/optimizer/model.h"
 
@@ -70,7 +71,8 @@ struct ElasticJob {
 
   nlohmann::json ToJson() const;
   static ElasticJob FromJson(const nlohmann::json& j);
-  int SpecInt(const char* key, int fallback) const;
+  // The stored `spec` as the job contract reads it (tolerant: a missing or mistyped key is absent).
+  contract::JobSpec Spec() const { return contract::JobSpec::FromJson(spec); }
 };
 
 // An extension's life: submitting (the intent, before Slurm knows it) -> submitted (released in

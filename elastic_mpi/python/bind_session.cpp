@@ -211,6 +211,8 @@ void BindMpi(py::module_& m) {
     return initialized != 0;
   });
   m.def("nccl_compiled", &elastic::mpi::NcclCompiled);
+  m.def("cuda_device_count", &elastic::mpi::CudaDeviceCount,
+        "CUDA devices visible to this process (0 without CUDA in the build, without a driver or a GPU).");
 }
 
 }  // namespace elastic::mpi::python

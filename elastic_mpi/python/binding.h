@@ -107,6 +107,6 @@ PySessionClass BindSession(py::module_& m);     // Session: life cycle, rescale 
 void BindCollectives(PySessionClass& cls);      // allreduce, broadcast, observe_gradients
 void BindMetrics(PySessionClass& cls);          // report_step, add_metrics_sink
 void BindCheckpoints(PySessionClass& cls);      // write_checkpoint, read_checkpoint
-void BindMpi(py::module_& m);                   // mpi_initialized, nccl_compiled
+void BindMpi(py::module_& m);                   // mpi_initialized, nccl_compiled, cuda_device_count
 
 }  // namespace elastic::mpi::python

@@ -37,7 +37,17 @@ Result<int> ChooseDevice(MPI_Comm world, int held, int devices, std::string_view
   const int rc = MPI_Allgather(mine.data(), 2, MPI_INT64_T, all.data(), 2, MPI_INT64_T, node);
   MPI_Comm_free(&node);
   if (rc != MPI_SUCCESS) return MpiStatus(rc, "MPI_Allgather of the node's devices");
-  if (held >= 0) return held;
+  if (held >= 0) {
+    for (int r = 0; r < node_rank; ++r) {  // the program put two ranks' state on one GPU
+      const auto i = 2 * static_cast<std::size_t>(r);
+      if (all[i] == mine[0] && all[i + 1] == held) {
+        Log(LogLevel::kWarning, "elastic_mpi", "rank ", rank, ": its state is on CUDA device ", held,
+            " as another rank's on this node is: NCCL refuses two ranks on one GPU");
+        break;
+      }
+    }
+    return held;
+  }
   // Devices held by ranks that number alike, and this rank's place among those choosing now.
   std::vector<bool> taken(static_cast<std::size_t>(devices), false);
   int place = 0;

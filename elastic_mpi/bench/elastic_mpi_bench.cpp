@@ -33,7 +33,7 @@ double TimeAllreduce(MPI_Comm comm, elastic::mpi::CollectiveBackend* backend = n
   std::vector<double> buf(kAllreduceDoubles, 1.0);
   auto once = [&] {
     if (backend != nullptr) {
-      (void)backend->AllreduceSum(buf.data(), buf.size());
+      (void)backend->AllreduceSum(buf.data(), buf.size(), elastic::mpi::MemorySpace::kHost);
     } else {
       MPI_Allreduce(MPI_IN_PLACE, buf.data(), kAllreduceDoubles, MPI_DOUBLE, MPI_SUM, comm);
     }
@@ -107,7 +107,7 @@ int main(int argc, char** argv) {
     if (session->left()) break;
     if (changed.value()) {
       double one = 1;
-      if (auto s = session->backend().AllreduceSum(&one, 1); !s.ok()) return 1;  // first step
+      if (auto s = session->backend().AllreduceSum(&one, 1, elastic::mpi::MemorySpace::kHost); !s.ok()) return 1;  // first step
       const double pause = std::chrono::duration<double>(Clock::now() - start).count();
       const auto& info = session->last_rescale();
       if (session->rank() == 0 && !session->newcomer()) {

@@ -369,7 +369,9 @@ int Train(int argc, char** argv, const Options& o) {
     std::copy(local.begin(), local.end(), reduced.begin());
     reduced[d + 1] = static_cast<double>(shard.samples.size());
     reduced[d + 2] = loss;
-    if (auto s = session->backend().AllreduceSum(reduced.data(), reduced.size()); !s.ok()) {
+    // Host memory (this trainer computes on the CPU): under NCCL it goes through MPI.
+    if (auto s = session->backend().AllreduceSum(reduced.data(), reduced.size(), elastic::mpi::MemorySpace::kHost);
+        !s.ok()) {
       std::fprintf(stderr, "elastic-train-logreg: allreduce failed: %s\n", s.ToString().c_str());
       return failure_code(s);
     }

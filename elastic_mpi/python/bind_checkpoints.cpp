@@ -10,6 +10,7 @@ void BindCheckpoints(PySessionClass& cls) {
           [](PySession& s, const std::string& path) {
             Session& session = s.Ready("write_checkpoint");
             Status st;
+            s.SyncState();
             {
               py::gil_scoped_release release;
               st = session.WriteCheckpoint(path);
@@ -22,6 +23,7 @@ void BindCheckpoints(PySessionClass& cls) {
           [](PySession& s, const std::string& path) {
             Session& session = s.get();
             Status st;
+            s.SyncState();  // torch may still be writing them
             {
               py::gil_scoped_release release;
               st = session.ReadCheckpoint(path);

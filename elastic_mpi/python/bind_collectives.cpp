@@ -1,5 +1,6 @@
-// The session's collectives on the caller's host buffers: allreduce, broadcast, and the
-// gradient-statistics allreduce.
+// The session's collectives on the caller's buffers: allreduce and broadcast of NumPy arrays and
+// CPU tensors (host memory: MPI) or CUDA tensors (device memory: NCCL, or a host copy over MPI),
+// and the gradient-statistics allreduce (host arithmetic: CUDA tensors are copied to the host).
 #include <span>
 
 #include "binding.h"
@@ -17,31 +18,36 @@ void BindCollectives(PySessionClass& cls) {
             if (b.elem != Elem::kFloat32 && b.elem != Elem::kFloat64) {
               Invalid("allreduce: float32 or float64 arrays only, got format '" + b.format + "'");
             }
+            auto& backend = session.backend();
+            CheckDevice(b, backend, "allreduce");
+            SyncDevice(b);
+            const bool host = b.space == MemorySpace::kHost;
             Status st;
             {
               py::gil_scoped_release release;
-              auto& backend = session.backend();
               if (b.elem == Elem::kFloat32) {
                 auto* p = static_cast<float*>(b.data);
-                st = backend.AllreduceSum(p, b.count);
-                if (st.ok() && op == "mean") {
+                st = backend.AllreduceSum(p, b.count, b.space);
+                if (st.ok() && host && op == "mean") {
                   const float n = static_cast<float>(session.size());
                   for (std::size_t i = 0; i < b.count; ++i) p[i] /= n;
                 }
               } else {
                 auto* p = static_cast<double*>(b.data);
-                st = backend.AllreduceSum(p, b.count);
-                if (st.ok() && op == "mean") {
+                st = backend.AllreduceSum(p, b.count, b.space);
+                if (st.ok() && host && op == "mean") {
                   const double n = static_cast<double>(session.size());
                   for (std::size_t i = 0; i < b.count; ++i) p[i] /= n;
                 }
               }
             }
             Check(st);
+            if (!host && op == "mean") array.attr("div_")(session.size());  // on the device, by torch
             return py::reinterpret_borrow<py::object>(array);
           },
           py::arg("array"), py::arg("op") = "sum",
-          "Collective: in-place sum (or mean over ranks) of a float32/float64 array or CPU tensor; returns it.")
+          "Collective: in-place sum (or mean over ranks) of a float32/float64 array, CPU tensor or CUDA tensor; "
+          "returns it.")
       .def(
           "broadcast",
           [](PySession& s, py::handle array, int root) -> py::object {
@@ -51,10 +57,13 @@ void BindCollectives(PySessionClass& cls) {
                       std::to_string(session.size()) + " ranks");
             }
             Buffer b = GetBuffer(array, "broadcast");
+            auto& backend = session.backend();
+            CheckDevice(b, backend, "broadcast");
+            SyncDevice(b);
             Status st;
             {
               py::gil_scoped_release release;
-              st = session.backend().Broadcast(b.data, b.bytes, root);
+              st = backend.Broadcast(b.data, b.bytes, root, b.space);
             }
             Check(st);
             return py::reinterpret_borrow<py::object>(array);
@@ -65,8 +74,15 @@ void BindCollectives(PySessionClass& cls) {
           "observe_gradients",
           [](PySession& s, py::handle local_mean, std::uint64_t local_count, py::handle global_mean) {
             Session& session = s.Ready("observe_gradients");
-            Buffer l = GetBuffer(local_mean, "observe_gradients(local_mean)");
-            Buffer g = GetBuffer(global_mean, "observe_gradients(global_mean)");
+            // The statistics are host arithmetic: CUDA tensors come over as host copies.
+            auto on_host = [](py::handle t) -> py::object {
+              py::object o = py::reinterpret_borrow<py::object>(t);
+              return py::hasattr(o, "is_cuda") && o.attr("is_cuda").cast<bool>() ? o.attr("cpu")() : o;
+            };
+            py::object local_host = on_host(local_mean);
+            py::object global_host = on_host(global_mean);
+            Buffer l = GetBuffer(local_host, "observe_gradients(local_mean)");
+            Buffer g = GetBuffer(global_host, "observe_gradients(global_mean)");
             if (l.elem != g.elem || (l.elem != Elem::kFloat32 && l.elem != Elem::kFloat64)) {
               Invalid("observe_gradients: local_mean and global_mean must both be float32 or both float64");
             }

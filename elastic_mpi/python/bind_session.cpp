@@ -133,18 +133,23 @@ PySessionClass BindSession(py::module_& m) {
             Session& session = s.get();
             if (name.empty()) Invalid("register: the name is empty");
             Buffer b = GetBuffer(array, "register('" + name + "')");
-            session.RegisterBytes(name, b.data, b.bytes);  // duplicate / after begin: InvalidArgumentError
+            // duplicate / after begin: InvalidArgumentError
+            session.RegisterBytes(name, b.data, b.bytes, b.space);
             s.keep.append(b.owner);
             s.names.push_back(name);
+            if (b.space == MemorySpace::kDevice) s.device_state.push_back(b);
           },
           py::arg("name"), py::arg("array"),
-          "Registers state handed to newcomers (before begin()): a C-contiguous writable NumPy array or "
-          "CPU torch tensor, any dtype; its memory is used in place and kept alive by the session.")
+          "Registers state handed to newcomers (before begin()): a C-contiguous writable NumPy array, "
+          "CPU torch tensor or CUDA torch tensor (handed over through a host copy), any dtype; its memory is "
+          "used in place and kept alive by the session. The NCCL backend runs on the device of the first "
+          "CUDA tensor registered.")
       .def_property_readonly("registered", [](const PySession& s) { return s.names; })
       .def("begin",
            [](PySession& s) {
              Session& session = s.get();
              Status st;
+             s.SyncState();
              {
                py::gil_scoped_release release;
                st = session.Begin();
@@ -159,6 +164,7 @@ PySessionClass BindSession(py::module_& m) {
             if (!s.begun) Invalid("rescale_point() before begin()");
             if (session.left()) Invalid("rescale_point(): this rank's group left the world");
             elastic::Result<bool> r = Status(ErrorKind::kInternal, "unset");
+            s.SyncState();
             {
               py::gil_scoped_release release;
               r = session.RescalePoint();
@@ -186,6 +192,14 @@ PySessionClass BindSession(py::module_& m) {
       .def_property_readonly("last_rescale", [](PySession& s) { return RescaleDict(s.get().last_rescale()); })
       .def_property_readonly("backend_name",
                              [](PySession& s) { return std::string(s.Ready("backend_name").backend().name()); })
+      .def_property_readonly(
+          "memory_space",
+          [](PySession& s) { return std::string(MemorySpaceName(s.Ready("memory_space").backend().memory_space())); },
+          "Where the backend's buffers are fast: 'device' (NCCL: CUDA tensors) or 'host' (MPI).")
+      .def_property_readonly(
+          "device", [](PySession& s) { return s.Ready("device").backend().device(); },
+          "The CUDA device of this rank's NCCL backend (CUDA tensors given to collectives must be on it); -1 "
+          "under MPI.")
       .def_property_readonly("options", [](PySession& s) { return s.get().options(); });
   return cls;
 }
@@ -197,6 +211,8 @@ void BindMpi(py::module_& m) {
     return initialized != 0;
   });
   m.def("nccl_compiled", &elastic::mpi::NcclCompiled);
+  m.def("cuda_device_count", &elastic::mpi::CudaDeviceCount,
+        "CUDA devices visible to this process (0 without CUDA in the build, without a driver or a GPU).");
 }
 
 }  // namespace elastic::mpi::python

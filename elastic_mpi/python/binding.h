@@ -47,12 +47,20 @@ struct Buffer {
   std::size_t count = 0;  // elements
   Elem elem = Elem::kOther;
   std::string format;
+  MemorySpace space = MemorySpace::kHost;  // kDevice: a CUDA torch tensor
+  int device = -1;                         // its CUDA device (kDevice only)
   py::object owner;  // keeps the memory alive (the array, or the tensor and its NumPy view)
 };
 
-// A C-contiguous writable buffer (NumPy array, CPU torch tensor, bytearray, ...); what names the
-// argument in messages.
+// A C-contiguous writable buffer (NumPy array, CPU or CUDA torch tensor, bytearray, ...); what
+// names the argument in messages.
 Buffer GetBuffer(py::handle obj, const std::string& what);
+// Waits for the work torch queued on a device buffer's device (its collectives and hand-over
+// read the memory outside torch's streams); nothing for host buffers.
+void SyncDevice(const Buffer& b);
+// A device buffer handed to a collective must be on the device the world's backend uses (NCCL's
+// communicator is bound to one device): InvalidArgumentError otherwise.
+void CheckDevice(const Buffer& b, CollectiveBackend& backend, const std::string& what);
 
 // --- bind_scaling.cpp: an LrRule from the enum or its name.
 LrRule RuleFrom(py::handle rule);
@@ -61,6 +69,7 @@ LrRule RuleFrom(py::handle rule);
 struct PySession {
   std::unique_ptr<Session> session;
   py::list keep;  // registered objects
+  std::vector<Buffer> device_state;  // registered CUDA tensors (synchronized before hand-overs)
   bool begun = false;
   std::vector<std::string> names;
 
@@ -71,6 +80,11 @@ struct PySession {
     return *session;
   }
   void Close();
+  // Before the session reads registered CUDA tensors (hand-over, checkpoint): torch's queued work
+  // on them is done.
+  void SyncState() {
+    for (const Buffer& b : device_state) SyncDevice(b);
+  }
   // Collective calls need a begun session whose rank is still part of the world.
   Session& Ready(const char* what) {
     Session& s = get();
@@ -93,6 +107,6 @@ PySessionClass BindSession(py::module_& m);     // Session: life cycle, rescale 
 void BindCollectives(PySessionClass& cls);      // allreduce, broadcast, observe_gradients
 void BindMetrics(PySessionClass& cls);          // report_step, add_metrics_sink
 void BindCheckpoints(PySessionClass& cls);      // write_checkpoint, read_checkpoint
-void BindMpi(py::module_& m);                   // mpi_initialized, nccl_compiled
+void BindMpi(py::module_& m);                   // mpi_initialized, nccl_compiled, cuda_device_count
 
 }  // namespace elastic::mpi::python

@@ -1,6 +1,8 @@
 // Buffers: the caller's memory, without copies (NumPy arrays, CPU torch tensors through their
-// NumPy view, any other object with the buffer protocol), checked C-contiguous and writable.
+// NumPy view, any other object with the buffer protocol: host memory; CUDA torch tensors through
+// their data pointer: device memory), checked C-contiguous and writable.
 #include <bit>
+#include <cstdint>
 
 #include "binding.h"
 
@@ -14,7 +16,37 @@ bool IsTorchTensor(py::handle obj) {
   return module.rfind("torch", 0) == 0 && py::hasattr(obj, "numpy") && py::hasattr(obj, "is_contiguous");
 }
 
+// A CUDA tensor: its device memory in place (torch's data pointer, no copy).
+Buffer CudaTensor(py::handle obj) {
+  Buffer out;
+  out.data = reinterpret_cast<void*>(obj.attr("data_ptr")().cast<std::uintptr_t>());
+  out.count = obj.attr("numel")().cast<std::size_t>();
+  out.bytes = out.count * obj.attr("element_size")().cast<std::size_t>();
+  out.format = py::str(obj.attr("dtype"));
+  out.elem = out.format == "torch.float32" ? Elem::kFloat32
+             : out.format == "torch.float64" ? Elem::kFloat64
+             : out.format == "torch.uint64"  ? Elem::kUint64
+                                             : Elem::kOther;
+  out.space = MemorySpace::kDevice;
+  out.device = obj.attr("device").attr("index").cast<int>();
+  out.owner = py::reinterpret_borrow<py::object>(obj);
+  return out;
+}
+
 }  // namespace
+
+void SyncDevice(const Buffer& b) {
+  if (b.space != MemorySpace::kDevice) return;
+  py::module_::import("torch").attr("cuda").attr("synchronize")(b.device);
+}
+
+void CheckDevice(const Buffer& b, CollectiveBackend& backend, const std::string& what) {
+  if (b.space == MemorySpace::kDevice && backend.device() >= 0 && backend.device() != b.device) {
+    Invalid(what + ": the tensor is on cuda:" + std::to_string(b.device) + " but this rank's " +
+            std::string(backend.name()) + " backend runs on cuda:" + std::to_string(backend.device()) +
+            " (session.device)");
+  }
+}
 
 // what names the argument in messages.
 Buffer GetBuffer(py::handle obj, const std::string& what) {
@@ -23,12 +55,15 @@ Buffer GetBuffer(py::handle obj, const std::string& what) {
   py::object owner = view;
   if (IsTorchTensor(obj)) {
     const std::string device = py::str(obj.attr("device"));
-    if (device != "cpu") {
-      Invalid(what + ": a torch tensor on " + device + "; only CPU tensors (host memory) are accepted");
+    const bool cuda = py::hasattr(obj, "is_cuda") && obj.attr("is_cuda").cast<bool>();
+    if (device != "cpu" && !cuda) {
+      Invalid(what + ": a torch tensor on " + device + "; only CPU tensors (host memory) and CUDA tensors "
+              "(device memory) are accepted");
     }
     if (!obj.attr("is_contiguous")().cast<bool>()) {
       Invalid(what + ": the torch tensor is not contiguous (use .contiguous() and register that tensor)");
     }
+    if (cuda) return CudaTensor(obj);
     // detach() and numpy() share the tensor's storage: no copy.
     try {
       view = obj.attr("detach")().attr("numpy")();

@@ -23,10 +23,12 @@ struct GrowTerms {
 Status AgreeOnGrow(MPI_Comm world, GrowTerms* terms, bool able);
 
 #if ELASTIC_HAVE_NCCL
-// A NCCL backend on CUDA device `device`, bound to world from a fresh unique id (collective).
-Result<std::unique_ptr<CollectiveBackend>> MakeNcclBackend(MPI_Comm world, int device);
+// A NCCL backend on a device chosen among `devices` (device_choice.h), bound to world from a
+// fresh unique id (collective). kConfig on every rank when the set-up failed on one (NCCL not
+// usable: the caller falls back to MPI); kUnavailable on an MPI error.
+Result<std::unique_ptr<CollectiveBackend>> MakeNcclBackend(MPI_Comm world, int devices, const BackendOptions& options);
 // The newcomers' side of the NCCL backend's Grow, after AgreeOnGrow (collective over world).
-Result<std::unique_ptr<CollectiveBackend>> JoinNcclGrow(MPI_Comm world, int device);
+Result<std::unique_ptr<CollectiveBackend>> JoinNcclGrow(MPI_Comm world, const BackendOptions& options);
 #endif
 
 }  // namespace elastic::mpi::detail

@@ -20,9 +20,10 @@ class GuardedBackend final : public CollectiveBackend {
       : inner_(std::move(inner)), guard_(guard), step_(step) {}
   std::string_view name() const noexcept override { return inner_->name(); }
   MemorySpace memory_space() const noexcept override { return inner_->memory_space(); }
-  Status AllreduceSum(float* data, std::size_t count) override;
-  Status AllreduceSum(double* data, std::size_t count) override;
-  Status Broadcast(void* data, std::size_t bytes, int root) override;
+  int device() const noexcept override { return inner_->device(); }
+  Status AllreduceSum(float* data, std::size_t count, MemorySpace space) override;
+  Status AllreduceSum(double* data, std::size_t count, MemorySpace space) override;
+  Status Broadcast(void* data, std::size_t bytes, int root, MemorySpace space) override;
   Status Shrink(MPI_Comm world, std::span<const int> leaving) override;
   Status Grow(MPI_Comm world, int newcomers) override;
 

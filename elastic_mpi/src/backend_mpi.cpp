@@ -1,14 +1,18 @@
-// The MPI backend (host buffers), the GPU probe, the backend factory and the agreement that
-// starts every grow.
+// The MPI backend (host buffers; device buffers through a host copy), the host collectives the
+// other paths share, the GPU probe, the backend factory and the agreement that starts every grow.
 #include <algorithm>
 #include <array>
-#include <vector>
+#include <atomic>
 #include <climits>
+#include <string>
+#include <vector>
 
 #include "backend_grow.h"
 #include "check.h"
 #include "elastic/common/log.h"
 #include "elastic_mpi/backend.h"
+#include "host_collectives.h"
+#include "memory_space.h"
 
 #if ELASTIC_HAVE_NCCL
 #include <cuda_runtime_api.h>
@@ -37,6 +41,37 @@ namespace {
 
 // MPI counts are int: large buffers go in chunks of at most 1 Gi elements.
 constexpr std::size_t kMaxChunk = std::size_t{1} << 30;
+
+}  // namespace
+
+namespace detail {
+
+Status HostAllreduce(void* data, std::size_t count, MPI_Datatype type, MPI_Comm comm) {
+  int size = 0;
+  ELASTIC_MPI_CHECK(MPI_Type_size(type, &size));
+  auto* p = static_cast<char*>(data);
+  for (std::size_t done = 0; done < count;) {
+    const std::size_t n = std::min(kMaxChunk, count - done);
+    ELASTIC_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, p + done * static_cast<std::size_t>(size), static_cast<int>(n),
+                                    type, MPI_SUM, comm));
+    done += n;
+  }
+  return Status::Ok();
+}
+
+Status HostBroadcast(void* data, std::size_t bytes, int root, MPI_Comm comm) {
+  auto* p = static_cast<char*>(data);
+  for (std::size_t done = 0; done < bytes;) {
+    const std::size_t n = std::min(kMaxChunk, bytes - done);
+    ELASTIC_MPI_CHECK(MPI_Bcast(p + done, static_cast<int>(n), MPI_BYTE, root, comm));
+    done += n;
+  }
+  return Status::Ok();
+}
+
+}  // namespace detail
+
+namespace {
 
 // Host-buffer collectives over MPI. With a locality key (ranks of one MPI launch share a key), a
 // merged world reduces hierarchically: Open MPI 4.1.4's shared-memory BTL (vader) cannot reach
@@ -69,20 +104,17 @@ class MpiBackend final : public CollectiveBackend {
   std::string_view name() const noexcept override { return "mpi"; }
   MemorySpace memory_space() const noexcept override { return MemorySpace::kHost; }
 
-  Status AllreduceSum(float* data, std::size_t count) override {
-    return Allreduce(data, count, MPI_FLOAT);
+  Status AllreduceSum(float* data, std::size_t count, MemorySpace space) override {
+    return AllreduceIn(data, count, space, MPI_FLOAT);
   }
-  Status AllreduceSum(double* data, std::size_t count) override {
-    return Allreduce(data, count, MPI_DOUBLE);
+  Status AllreduceSum(double* data, std::size_t count, MemorySpace space) override {
+    return AllreduceIn(data, count, space, MPI_DOUBLE);
   }
-  Status Broadcast(void* data, std::size_t bytes, int root) override {
-    auto* p = static_cast<char*>(data);
-    for (std::size_t done = 0; done < bytes;) {
-      const std::size_t n = std::min(kMaxChunk, bytes - done);
-      ELASTIC_MPI_CHECK(MPI_Bcast(p + done, static_cast<int>(n), MPI_BYTE, root, world_));
-      done += n;
-    }
-    return Status::Ok();
+  Status Broadcast(void* data, std::size_t bytes, int root, MemorySpace space) override {
+    auto view = detail::HostView::Of(data, bytes, space, /*fill=*/true);
+    if (!view.ok()) return view.status();
+    if (Status s = detail::HostBroadcast(view.value().data(), bytes, root, world_); !s.ok()) return s;
+    return view.value().WriteBack();
   }
 
   Status Shrink(MPI_Comm world, std::span<const int> leaving) override {
@@ -125,23 +157,29 @@ class MpiBackend final : public CollectiveBackend {
   }
 
  private:
+  // A device buffer is reduced in a host copy (the MPI here is not CUDA-aware).
+  template <typename T>
+  Status AllreduceIn(T* data, std::size_t count, MemorySpace space, MPI_Datatype type) {
+    auto view = detail::HostView::Of(data, count * sizeof(T), space, /*fill=*/true);
+    if (!view.ok()) return view.status();
+    if (Status s = Allreduce(static_cast<T*>(view.value().data()), count, type); !s.ok()) return s;
+    return view.value().WriteBack();
+  }
+
   template <typename T>
   Status Allreduce(T* data, std::size_t count, MPI_Datatype type) {
+    if (!by_launch_) return detail::HostAllreduce(data, count, type, world_);
     for (std::size_t done = 0; done < count;) {
       const std::size_t n = std::min(kMaxChunk, count - done);
       T* p = data + done;
       const int c = static_cast<int>(n);
-      if (!by_launch_) {
-        ELASTIC_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, p, c, type, MPI_SUM, world_));
+      if (is_local_root_) {
+        ELASTIC_MPI_CHECK(MPI_Reduce(MPI_IN_PLACE, p, c, type, MPI_SUM, 0, local_));
+        ELASTIC_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, p, c, type, MPI_SUM, leaders_));
       } else {
-        if (is_local_root_) {
-          ELASTIC_MPI_CHECK(MPI_Reduce(MPI_IN_PLACE, p, c, type, MPI_SUM, 0, local_));
-          ELASTIC_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, p, c, type, MPI_SUM, leaders_));
-        } else {
-          ELASTIC_MPI_CHECK(MPI_Reduce(p, nullptr, c, type, MPI_SUM, 0, local_));
-        }
-        ELASTIC_MPI_CHECK(MPI_Bcast(p, c, type, 0, local_));
+        ELASTIC_MPI_CHECK(MPI_Reduce(p, nullptr, c, type, MPI_SUM, 0, local_));
       }
+      ELASTIC_MPI_CHECK(MPI_Bcast(p, c, type, 0, local_));
       done += n;
     }
     return Status::Ok();
@@ -220,35 +258,53 @@ std::unique_ptr<CollectiveBackend> MakeMpiBackend(MPI_Comm world) {
   return std::make_unique<MpiBackend>(world);
 }
 
-Result<std::unique_ptr<CollectiveBackend>> MakeBackend(BackendKind kind, MPI_Comm world, int local_rank,
-                                                       int locality_key) {
-  auto made = MakeBackend(kind, world, local_rank);
-  if (!made.ok() || locality_key < 0) return made;
-  if (auto* mpi = dynamic_cast<MpiBackend*>(made.value().get())) {
-    if (Status s = mpi->UseLocality(locality_key); !s.ok()) return s;
-  }
-  return made;
+namespace {
+
+// Says, once per process, why the world's collectives run over MPI although NCCL was asked for
+// or could have been used: a warning when asked for, information under auto.
+void SayWhyMpi(BackendKind asked, MPI_Comm world, const std::string& why) {
+  static std::atomic<bool> said{false};
+  if (said.exchange(true)) return;
+  int rank = 0;
+  MPI_Comm_rank(world, &rank);
+  if (rank != 0) return;
+  Log(asked == BackendKind::kNccl ? LogLevel::kWarning : LogLevel::kInfo, "elastic_mpi", "NCCL backend ",
+      asked == BackendKind::kNccl ? "requested" : "not used", ": ", why, ": using MPI collectives");
 }
 
-Result<std::unique_ptr<CollectiveBackend>> MakeBackend(BackendKind kind, MPI_Comm world,
-                                                       int local_rank) {
-  if (kind == BackendKind::kMpi) return MakeMpiBackend(world);
-  // Every rank must choose the same backend: NCCL only when all ranks see a GPU.
-  const int devices = CudaDeviceCount();
-  int min_devices = devices;
-  ELASTIC_MPI_CHECK(MPI_Allreduce(&devices, &min_devices, 1, MPI_INT, MPI_MIN, world));
-  const bool nccl_possible = NcclCompiled() && min_devices > 0;
-  if (kind == BackendKind::kNccl && !nccl_possible) {
-    Log(LogLevel::kWarning, "elastic_mpi", "NCCL backend requested but ",
-        NcclCompiled() ? "no GPU is visible on every rank" : "NCCL is not compiled in",
-        ": using MPI collectives");
-  }
+// Collective over world: whether every rank can run NCCL, and why not (the same text on every rank).
+Result<std::string> WhyNotNccl(MPI_Comm world, int devices) {
+  std::array<int, 2> counts{devices > 0 ? 0 : 1, 1};  // ranks without a GPU, ranks
+  ELASTIC_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, counts.data(), 2, MPI_INT, MPI_SUM, world));
+  if (!NcclCompiled()) return std::string("this build has no NCCL (CUDA or NCCL not found at build time)");
+  if (counts[0] == 0) return std::string();
+  return std::to_string(counts[0]) + " of " + std::to_string(counts[1]) +
+         " ranks see no GPU (no driver, or CUDA_VISIBLE_DEVICES empty)";
+}
+
+}  // namespace
+
+Result<std::unique_ptr<CollectiveBackend>> MakeBackend(MPI_Comm world, const BackendOptions& options) {
+  if (options.kind != BackendKind::kMpi) {
+    // Every rank must choose the same backend: NCCL only when all ranks see a GPU.
+    const int devices = CudaDeviceCount();
+    auto why = WhyNotNccl(world, devices);
+    if (!why.ok()) return why.status();
+    if (!why.value().empty()) {
+      SayWhyMpi(options.kind, world, why.value());
+    } else {
 #if ELASTIC_HAVE_NCCL
-  if (nccl_possible) return detail::MakeNcclBackend(world, local_rank % devices);
-#else
-  (void)local_rank;
+      auto nccl = detail::MakeNcclBackend(world, devices, options);
+      if (nccl.ok() || nccl.status().kind() != ErrorKind::kConfig) return nccl;
+      SayWhyMpi(options.kind, world, nccl.status().message());  // set-up failed on some rank
 #endif
-  return MakeMpiBackend(world);
+    }
+  }
+  auto mpi = std::make_unique<MpiBackend>(world);
+  if (options.locality_key >= 0) {
+    if (Status s = mpi->UseLocality(options.locality_key); !s.ok()) return s;
+  }
+  return std::unique_ptr<CollectiveBackend>(std::move(mpi));
 }
 
 namespace detail {
@@ -272,15 +328,14 @@ Status AgreeOnGrow(MPI_Comm world, GrowTerms* terms, bool able) {
 
 }  // namespace detail
 
-Result<std::unique_ptr<CollectiveBackend>> JoinGrownBackend(MPI_Comm world, int newcomers, int local_rank,
-                                                            int locality_key) {
+Result<std::unique_ptr<CollectiveBackend>> JoinGrownBackend(MPI_Comm world, int newcomers,
+                                                            const BackendOptions& options) {
   detail::GrowTerms terms;  // rank 0 (an old rank) overwrites it
   if (Status s = detail::AgreeOnGrow(world, &terms, true); !s.ok()) return s;
 #if ELASTIC_HAVE_NCCL
-  if (terms.kind == BackendKind::kNccl) return detail::JoinNcclGrow(world, local_rank % CudaDeviceCount());
-#else
-  (void)local_rank;
+  if (terms.kind == BackendKind::kNccl) return detail::JoinNcclGrow(world, options);
 #endif
+  const int locality_key = options.locality_key;
   auto backend = std::make_unique<MpiBackend>(world);
   // The old ranks reduce by launch: so does this launch, under its own key (one no old launch
   // has: see the header).

@@ -45,6 +45,29 @@ int Guard(F&& f) noexcept {
 
 elastic::Status NullHandle() { return {elastic::ErrorKind::kInvalidArgument, "null session or argument"}; }
 
+// The memory space of data named by an ELASTIC_MEMORY_* value.
+elastic::Result<elastic::mpi::MemorySpace> SpaceOf(const void* data, int memory) {
+  switch (memory) {
+    case ELASTIC_MEMORY_HOST: return elastic::mpi::MemorySpace::kHost;
+    case ELASTIC_MEMORY_DEVICE: return elastic::mpi::MemorySpace::kDevice;
+    case ELASTIC_MEMORY_ANY: return elastic::mpi::QueryMemorySpace(data);
+    default: break;
+  }
+  return elastic::Status(elastic::ErrorKind::kInvalidArgument,
+                         "memory must be ELASTIC_MEMORY_HOST, _DEVICE or _ANY, got " + std::to_string(memory));
+}
+
+// Collective on the session's backend, for data in memory space `memory`.
+template <typename T>
+int Allreduce(elastic_session* session, T* data, size_t count, int memory) {
+  return Guard([&]() -> elastic::Status {
+    if (session == nullptr || (data == nullptr && count > 0)) return NullHandle();
+    auto space = SpaceOf(data, memory);
+    if (!space.ok()) return space.status();
+    return session->session->backend().AllreduceSum(data, count, space.value());
+  });
+}
+
 }  // namespace
 
 extern "C" {
@@ -67,9 +90,15 @@ int elastic_session_create(uint64_t global_batch, elastic_session** out) {
 void elastic_session_destroy(elastic_session* session) { delete session; }
 
 int elastic_session_register(elastic_session* session, const char* name, void* data, size_t bytes) {
+  return elastic_session_register_in(session, name, data, bytes, ELASTIC_MEMORY_HOST);
+}
+
+int elastic_session_register_in(elastic_session* session, const char* name, void* data, size_t bytes, int memory) {
   return Guard([&]() -> elastic::Status {
     if (session == nullptr || name == nullptr || (data == nullptr && bytes > 0)) return NullHandle();
-    session->session->RegisterBytes(name, data, bytes);
+    auto space = SpaceOf(data, memory);
+    if (!space.ok()) return space.status();
+    session->session->RegisterBytes(name, data, bytes, space.value());
     return {};
   });
 }
@@ -105,17 +134,47 @@ double elastic_session_lr_factor(const elastic_session* s) {
 }
 
 int elastic_session_allreduce_double(elastic_session* session, double* data, size_t count) {
+  return Allreduce(session, data, count, ELASTIC_MEMORY_HOST);
+}
+int elastic_session_allreduce_float(elastic_session* session, float* data, size_t count) {
+  return Allreduce(session, data, count, ELASTIC_MEMORY_HOST);
+}
+int elastic_session_allreduce_double_in(elastic_session* session, double* data, size_t count, int memory) {
+  return Allreduce(session, data, count, memory);
+}
+int elastic_session_allreduce_float_in(elastic_session* session, float* data, size_t count, int memory) {
+  return Allreduce(session, data, count, memory);
+}
+
+int elastic_session_broadcast(elastic_session* session, void* data, size_t bytes, int root, int memory) {
   return Guard([&]() -> elastic::Status {
-    if (session == nullptr || (data == nullptr && count > 0)) return NullHandle();
-    return session->session->backend().AllreduceSum(data, count);
+    if (session == nullptr || (data == nullptr && bytes > 0)) return NullHandle();
+    if (root < 0 || root >= session->session->size()) {
+      return {elastic::ErrorKind::kInvalidArgument, "broadcast root " + std::to_string(root) + " outside the world"};
+    }
+    auto space = SpaceOf(data, memory);
+    if (!space.ok()) return space.status();
+    return session->session->backend().Broadcast(data, bytes, root, space.value());
   });
 }
 
-int elastic_session_allreduce_float(elastic_session* session, float* data, size_t count) {
-  return Guard([&]() -> elastic::Status {
-    if (session == nullptr || (data == nullptr && count > 0)) return NullHandle();
-    return session->session->backend().AllreduceSum(data, count);
-  });
+const char* elastic_session_backend_name(const elastic_session* s) {
+  try {
+    // name() views a string literal of the backend: it outlives the call.
+    return s != nullptr ? s->session->backend().name().data() : "";
+  } catch (...) {
+    return "";  // before elastic_session_begin
+  }
+}
+
+int elastic_session_memory_space(const elastic_session* s) {
+  try {
+    if (s != nullptr && s->session->backend().memory_space() == elastic::mpi::MemorySpace::kDevice) {
+      return ELASTIC_MEMORY_DEVICE;
+    }
+  } catch (...) {
+  }
+  return ELASTIC_MEMORY_HOST;
 }
 
 int elastic_session_observe_gradients(elastic_session* session, const double* local_mean,

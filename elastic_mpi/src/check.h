@@ -1,7 +1,6 @@
 // One check macro per failure source (internal header; not installed).
 //
 //   ELASTIC_MPI_CHECK(call)      MPI: the error class and string, as Status kUnavailable
-//   ELASTIC_NCCL_CHECK(call)     NCCL: ncclGetErrorString (backend_nccl.cpp only)
 //   ELASTIC_CUDA_CHECK(call)     CUDA runtime: cudaGetErrorString (backend_nccl.cpp only)
 //   ELASTIC_SYS_CHECK(call)      system calls returning -1 with errno; retried on EINTR
 //

@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "check.h"
+#include "memory_space.h"
 #include "session_impl.h"
 
 namespace elastic::mpi {
@@ -38,10 +39,16 @@ Status Session::Impl::WriteCheckpoint(const std::string& path) {
         out.write(reinterpret_cast<const char*>(&n), sizeof n);
         out.write(b.name.data(), static_cast<std::streamsize>(n));
         out.write(reinterpret_cast<const char*>(&bytes), sizeof bytes);
-        out.write(static_cast<const char*>(b.data), static_cast<std::streamsize>(bytes));
+        auto view = detail::HostView::Of(b.data, b.bytes, b.space, /*fill=*/true);  // device: a host copy
+        if (!view.ok()) {
+          ok = 0;
+          error = "cannot write checkpoint " + tmp + ": state '" + b.name + "': " + view.status().message();
+          break;
+        }
+        out.write(static_cast<const char*>(view.value().data()), static_cast<std::streamsize>(bytes));
       }
       out.flush();
-      if (!out) {
+      if (ok && !out) {
         ok = 0;
         error = "cannot write checkpoint " + tmp;
       }
@@ -76,8 +83,11 @@ Status Session::Impl::ReadCheckpoint(const std::string& path) {
                                                      std::to_string(bytes) + " bytes) where '" + b.name +
                                                      "' (" + std::to_string(b.bytes) + " bytes) is registered");
     }
-    in.read(static_cast<char*>(b.data), static_cast<std::streamsize>(bytes));
+    auto view = detail::HostView::Of(b.data, b.bytes, b.space, /*fill=*/false);  // device: a host copy
+    if (!view.ok()) return view.status();
+    in.read(static_cast<char*>(view.value().data()), static_cast<std::streamsize>(bytes));
     if (!in) return Status(ErrorKind::kProtocol, "truncated checkpoint " + path);
+    if (Status s = view.value().WriteBack(); !s.ok()) return s;
   }
   return Status::Ok();
 }

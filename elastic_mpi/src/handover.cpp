@@ -1,24 +1,23 @@
 // What a newcomer receives from the world it joins: the meta (step, batch, groups, noise
 // statistics, the manifest of the registered buffers) right after the merge, then the buffers
 // themselves in Begin(), once the program has registered its own. Parents' rank 0 is the root.
-#include <algorithm>
-
 #include "check.h"
+#include "host_collectives.h"
+#include "memory_space.h"
 #include "session_impl.h"
 
 namespace elastic::mpi {
 
 namespace {
 
-Status BcastBytes(void* data, std::size_t bytes, int root, MPI_Comm comm) {
-  constexpr std::size_t kChunk = std::size_t{1} << 30;
-  auto* p = static_cast<char*>(data);
-  for (std::size_t done = 0; done < bytes;) {
-    const std::size_t n = std::min(kChunk, bytes - done);
-    ELASTIC_MPI_CHECK(MPI_Bcast(p + done, static_cast<int>(n), MPI_BYTE, root, comm));
-    done += n;
-  }
-  return Status::Ok();
+using detail::HostBroadcast;
+
+// A registered buffer over the inter-communicator; a device buffer through a host copy.
+Status BcastBuffer(Buffer& b, int root, MPI_Comm comm, bool receiving) {
+  auto view = detail::HostView::Of(b.data, b.bytes, b.space, /*fill=*/!receiving);
+  if (!view.ok()) return view.status();
+  if (Status s = HostBroadcast(view.value().data(), b.bytes, root, comm); !s.ok()) return s;
+  return receiving ? view.value().WriteBack() : Status::Ok();
 }
 
 // Broadcast of a string: length, then bytes.
@@ -26,7 +25,7 @@ Status BcastString(std::string* s, int root, MPI_Comm comm, bool receiving) {
   std::uint64_t len = receiving ? 0 : s->size();
   ELASTIC_MPI_CHECK(MPI_Bcast(&len, 1, MPI_UINT64_T, root, comm));
   if (receiving) s->resize(len);
-  return BcastBytes(s->data(), len, root, comm);
+  return HostBroadcast(s->data(), len, root, comm);
 }
 
 }  // namespace
@@ -86,7 +85,7 @@ Status Session::Impl::SendState(MPI_Comm inter, std::uint32_t new_group) {
   std::string meta = MetaJson(new_group);
   if (Status s = BcastString(&meta, root, inter, false); !s.ok()) return s;
   for (Buffer& b : buffers) {
-    if (Status s = BcastBytes(b.data, b.bytes, root, inter); !s.ok()) return s;
+    if (Status s = BcastBuffer(b, root, inter, false); !s.ok()) return s;
   }
   return Status::Ok();
 }
@@ -107,7 +106,7 @@ Status Session::Impl::ReceiveState(MPI_Comm inter) {
                                             manifest.dump() + ", this rank has " + mine);
   }
   for (Buffer& b : buffers) {
-    if (Status s = BcastBytes(b.data, b.bytes, 0, inter); !s.ok()) return s;
+    if (Status s = BcastBuffer(b, 0, inter, true); !s.ok()) return s;
   }
   return Status::Ok();
 }

@@ -150,21 +150,21 @@ Session::~Session() {
   }
 }
 
-void Session::RegisterBytes(const std::string& name, void* data, std::size_t bytes) {
+void Session::RegisterBytes(const std::string& name, void* data, std::size_t bytes, MemorySpace space) {
   for (const Buffer& b : impl_->buffers) {
     if (b.name == name) throw Error(ErrorKind::kInvalidArgument, "state '" + name + "' registered twice");
   }
   if (impl_->begun) throw Error(ErrorKind::kInvalidArgument, "state '" + name + "' registered after Begin()");
-  impl_->buffers.push_back({name, data, bytes});
+  impl_->buffers.push_back({name, data, bytes, space});
 }
-void Session::RegisterFloats(const std::string& name, float* data, std::size_t count) {
-  RegisterBytes(name, data, count * sizeof(float));
+void Session::RegisterFloats(const std::string& name, float* data, std::size_t count, MemorySpace space) {
+  RegisterBytes(name, data, count * sizeof(float), space);
 }
-void Session::RegisterDoubles(const std::string& name, double* data, std::size_t count) {
-  RegisterBytes(name, data, count * sizeof(double));
+void Session::RegisterDoubles(const std::string& name, double* data, std::size_t count, MemorySpace space) {
+  RegisterBytes(name, data, count * sizeof(double), space);
 }
-void Session::RegisterU64(const std::string& name, std::uint64_t* data, std::size_t count) {
-  RegisterBytes(name, data, count * sizeof(std::uint64_t));
+void Session::RegisterU64(const std::string& name, std::uint64_t* data, std::size_t count, MemorySpace space) {
+  RegisterBytes(name, data, count * sizeof(std::uint64_t), space);
 }
 
 Status Session::Begin() {

@@ -38,11 +38,13 @@ inline double Seconds(Clock::time_point since) {
 }
 }  // namespace detail
 
-// A registered buffer: state handed to newcomers and written to checkpoints.
+// A registered buffer: state handed to newcomers and written to checkpoints (device memory
+// through a host copy: memory_space.h).
 struct Buffer {
   std::string name;
   void* data;
   std::size_t bytes;
+  MemorySpace space = MemorySpace::kHost;
 };
 
 // One group of the world, in join order. inter is this rank's handle of the inter-communicator

@@ -60,6 +60,7 @@ Result<SessionOptions> SessionOptions::FromConfig(const Config& config) {
                    boolean("bind", &o.bind), boolean("hierarchical", &o.hierarchical_allreduce), number("spawn_timeout_s", &o.spawn_timeout_s),
                    number("connect_timeout_s", &o.connect_timeout_s),
                    number("collective_timeout_s", &o.collective_timeout_s),
+                   number("nccl_timeout_s", &o.nccl_timeout_s),
                    number("checkpoint_interval_s", &o.checkpoint_interval_s),
                    number("total_samples", &o.total_samples),
                    number("respawn_delay_s", &o.respawn_delay_s),
@@ -114,6 +115,7 @@ Result<SessionOptions> SessionOptions::FromConfig(const Config& config) {
   auto backend = ParseBackendKind(config.Get("backend"));
   if (!backend.ok()) return Status(ErrorKind::kConfig, "ELASTIC_BACKEND: " + backend.status().message());
   o.backend = backend.value();
+  o.device_numbering = config.Get("slurm_job_id") + "/" + config.Get("cuda_visible_devices");
   auto schedule = ParseSchedule(config.Get("schedule"));
   if (!schedule.ok()) return Status(ErrorKind::kConfig, "ELASTIC_SCHEDULE: " + schedule.status().message());
   o.schedule = schedule.value();

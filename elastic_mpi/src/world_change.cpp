@@ -13,6 +13,7 @@
 #include "check.h"
 #include "elastic_mpi/join.h"
 #include "elastic_mpi/topology.h"
+#include "memory_space.h"
 #include "session_impl.h"
 
 namespace elastic::mpi {
@@ -50,18 +51,18 @@ Status Session::Impl::AdoptWorld(MPI_Comm merged) {
 // newcomers' joins it (backend.h).
 Status Session::Impl::AfterWorldChange(int newcomers) {
   if (options.bind) Bind();
-  int local_rank = 0;
-  MPI_Comm node = MPI_COMM_NULL;
-  ELASTIC_MPI_CHECK(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node));
-  MPI_Comm_rank(node, &local_rank);
-  MPI_Comm_free(&node);
   if (newcomers > 0 && backend) return backend->Grow(world, newcomers);
   backend.reset();
   // Ranks of one MPI launch (a node group of the base job, a spawned or joined group) share a
   // key: the MPI backend then reduces over shared memory within each launch first.
   const int key = group_id == 0 ? options.node_group : 65536 + static_cast<int>(group_id);
-  auto made = newcomers > 0 ? JoinGrownBackend(world, newcomers, local_rank, key)
-                            : MakeBackend(options.backend, world, local_rank, options.hierarchical_allreduce ? key : -1);
+  BackendOptions made_as{options.backend, options.hierarchical_allreduce ? key : -1, options.nccl_timeout_s,
+                         options.device_numbering};
+  if (newcomers > 0) made_as.locality_key = key;
+  for (const Buffer& b : buffers) {  // the program's state is on its device: NCCL uses that one
+    if (b.space == MemorySpace::kDevice && made_as.device < 0) made_as.device = detail::DeviceOf(b.data);
+  }
+  auto made = newcomers > 0 ? JoinGrownBackend(world, newcomers, made_as) : MakeBackend(world, made_as);
   if (!made.ok()) return made.status();
   backend = std::make_unique<GuardedBackend>(std::move(made).value(), guard.get(), &step);
   return Status::Ok();

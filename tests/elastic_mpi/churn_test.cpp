@@ -84,7 +84,7 @@ class Stepper {
     for (std::uint64_t id : shard.samples) v[id] += 1;
     v[n] = 1;
     v[n + 1] = stop_here ? 1 : 0;
-    if (auto s = session.backend().AllreduceSum(v.data(), v.size()); !s.ok()) {
+    if (auto s = session.backend().AllreduceSum(v.data(), v.size(), elastic::mpi::MemorySpace::kHost); !s.ok()) {
       std::fprintf(stderr, "churn: allreduce at step %llu: %s\n", static_cast<unsigned long long>(session.step()),
                    s.ToString().c_str());
       return kExitError;

@@ -54,9 +54,13 @@ rescale)
 capi)
   mpiexec=$1 bin=$2
   out=$(ELASTIC_SCHEDULE="2->3->2" ELASTIC_SCHEDULE_EVERY=5 \
-    timeout -k 10 60 "$mpiexec" --oversubscribe -np 2 "$bin/elastic-c-api-example") || fail "C API example failed"
-  echo "$out"
+    timeout -k 10 60 "$mpiexec" --oversubscribe -np 2 "$bin/elastic-c-api-example" 2>"$work/stderr") \
+    || { cat "$work/stderr"; fail "C API example failed"; }
+  echo "$out"; cat "$work/stderr"
   [[ $out == "steps 20 world 2" ]] || fail "unexpected output"
+  # No GPU here (or no NCCL in the build): the job says why it uses MPI, once (not per rank or rescale).
+  why=$(grep -c "NCCL backend not used: .*: using MPI collectives" "$work/stderr")
+  [[ $why == 1 ]] || fail "expected one line saying why NCCL is not used, got $why"
   ;;
 join|badtoken|sigterm)
   # Two separately launched groups join through the parent's ompi-server (connect/accept), as an

@@ -140,7 +140,9 @@ TEST(Schedule, RejectsBadEntries) {
 TEST(Tunables, EveryRowHasAnElasticVariableAndNamesAreUnique) {
   std::set<std::string_view> names, envs;
   for (const auto& t : em::Tunables()) {
-    EXPECT_TRUE(t.env.starts_with("ELASTIC_") || t.env.starts_with("SLURM_")) << t.env;
+    // CUDA_VISIBLE_DEVICES: with the Slurm job id, how this process numbers its GPUs (device choice).
+    EXPECT_TRUE(t.env.starts_with("ELASTIC_") || t.env.starts_with("SLURM_") || t.env == "CUDA_VISIBLE_DEVICES")
+        << t.env;
     EXPECT_TRUE(names.insert(t.name).second) << t.name;
     EXPECT_TRUE(envs.insert(t.env).second) << t.env;
     EXPECT_FALSE(t.help.empty());

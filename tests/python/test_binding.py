@@ -239,7 +239,12 @@ class SessionTest(unittest.TestCase):
             with self.assertRaises(em.InvalidArgumentError):
                 s.begin()
             self.assertEqual(s.registered, ["params", "momentum", "cursor"])
-            self.assertEqual(s.backend_name, "mpi")
+            # NCCL where the build has it and a GPU is visible (a GPU node), MPI elsewhere.
+            on_gpu = em.nccl_compiled() and em.cuda_device_count() > 0
+            self.assertEqual(s.backend_name, "nccl" if on_gpu else "mpi")
+            self.assertEqual(s.memory_space, "device" if on_gpu else "host")
+            if not on_gpu:
+                self.assertEqual(s.device, -1)
             self.assertFalse(s.newcomer)
             for _ in range(3):
                 self.assertFalse(s.rescale_point())

@@ -94,6 +94,10 @@ struct SessionOptions {
   double poll_interval_s = 1;     // command polling period of rank 0
   BackendKind backend = BackendKind::kAuto;
   bool hierarchical_allreduce = false;  // MPI backend in merged worlds: see MakeBackend
+  double nccl_timeout_s = 120;          // deadline on NCCL communicator set-up (BackendOptions)
+  // How this process numbers its GPUs (BackendOptions::device_numbering): from the environment,
+  // the Slurm job id and CUDA_VISIBLE_DEVICES.
+  std::string device_numbering;
   bool bind = true;               // bind each rank to its share of the node's cores (hwloc)
   std::string metrics_file;       // JSON-lines metrics on rank 0 ("" = none)
   std::string checkpoint_dir;  // "" : <run_dir>/checkpoint when run_dir is set
@@ -146,11 +150,16 @@ class Session {
 
   // --- state to hand over (register before Begin; buffers stay owned by the caller and must
   // stay valid and keep their size for the session's lifetime). Names are unique; a duplicate
-  // throws elastic::Error(kInvalidArgument). Newcomers receive rank 0's contents.
-  void RegisterBytes(const std::string& name, void* data, std::size_t bytes);
-  void RegisterFloats(const std::string& name, float* data, std::size_t count);
-  void RegisterDoubles(const std::string& name, double* data, std::size_t count);
-  void RegisterU64(const std::string& name, std::uint64_t* data, std::size_t count);
+  // throws elastic::Error(kInvalidArgument). Newcomers receive rank 0's contents. A buffer in
+  // device memory (space kDevice) is handed over and checkpointed through a host copy.
+  void RegisterBytes(const std::string& name, void* data, std::size_t bytes,
+                     MemorySpace space = MemorySpace::kHost);
+  void RegisterFloats(const std::string& name, float* data, std::size_t count,
+                      MemorySpace space = MemorySpace::kHost);
+  void RegisterDoubles(const std::string& name, double* data, std::size_t count,
+                       MemorySpace space = MemorySpace::kHost);
+  void RegisterU64(const std::string& name, std::uint64_t* data, std::size_t count,
+                   MemorySpace space = MemorySpace::kHost);
 
   // Collective. Finishes start-up: a newcomer receives the registered state from rank 0 (the
   // names and sizes must match rank 0's, else kInternal), every rank binds to its cores and

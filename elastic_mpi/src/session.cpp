@@ -112,7 +112,9 @@ Result<std::unique_ptr<Session>> Session::Create(SessionOptions options, int* ar
   }
   (void)own_size;
   if (!joined.ok()) return joined;
-  s.guard = std::make_unique<detail::CollectiveGuard>(s.options.collective_timeout_s);
+  // Probes of the liveness side channel: a peer that does not answer within 5 s is taken for gone
+  // (its node failed); a live process answers from its responder thread in milliseconds.
+  s.guard = std::make_unique<detail::CollectiveGuard>(s.options.collective_timeout_s, s.options.stall_timeout_s, 5.0);
   if (s.rank == 0) {
     if (!s.options.metrics_file.empty()) s.sinks.push_back(MakeJsonLinesSink(s.options.metrics_file));
     if (s.link && !s.newcomer) s.sinks.push_back(std::make_shared<ControllerSink>(s.link.get(), s.options.metrics_interval_s, s.options.total_samples));

@@ -122,6 +122,7 @@ struct Session::Impl {
   Status AdoptWorld(MPI_Comm merged);
   Status AfterWorldChange(int newcomers = 0);
   void Bind();
+  Status ExchangeLiveness();
   Status Spawn(int count, std::uint32_t new_group);
   Status HandOver(MPI_Comm inter, MPI_Comm merged, std::uint32_t new_group, int count);
   Status Accept(std::uint32_t group, bool* joined);

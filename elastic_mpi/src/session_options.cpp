@@ -60,6 +60,8 @@ Result<SessionOptions> SessionOptions::FromConfig(const Config& config) {
                    boolean("bind", &o.bind), boolean("hierarchical", &o.hierarchical_allreduce), number("spawn_timeout_s", &o.spawn_timeout_s),
                    number("connect_timeout_s", &o.connect_timeout_s),
                    number("collective_timeout_s", &o.collective_timeout_s),
+                   number("stall_timeout_s", &o.stall_timeout_s),
+                   number("grow_phase_timeout_s", &o.grow_phase_timeout_s),
                    number("checkpoint_interval_s", &o.checkpoint_interval_s),
                    number("total_samples", &o.total_samples),
                    number("respawn_delay_s", &o.respawn_delay_s),

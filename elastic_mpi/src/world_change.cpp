@@ -50,6 +50,7 @@ Status Session::Impl::AdoptWorld(MPI_Comm merged) {
 // newcomers' joins it (backend.h).
 Status Session::Impl::AfterWorldChange(int newcomers) {
   if (options.bind) Bind();
+  if (Status s = ExchangeLiveness(); !s.ok()) return s;
   int local_rank = 0;
   MPI_Comm node = MPI_COMM_NULL;
   ELASTIC_MPI_CHECK(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node));
@@ -64,6 +65,15 @@ Status Session::Impl::AfterWorldChange(int newcomers) {
                             : MakeBackend(options.backend, world, local_rank, options.hierarchical_allreduce ? key : -1);
   if (!made.ok()) return made.status();
   backend = std::make_unique<GuardedBackend>(std::move(made).value(), guard.get(), &step);
+  return Status::Ok();
+}
+
+// Collective over the world after every change: where each rank's liveness responder listens,
+// for the collective guard's probes.
+Status Session::Impl::ExchangeLiveness() {
+  std::vector<detail::PeerAddress> peers;
+  if (Status s = detail::ExchangeAddresses(world, guard ? guard->port() : 0, &peers); !s.ok()) return s;
+  if (guard) guard->SetPeers(std::move(peers), rank);
   return Status::Ok();
 }
 
@@ -182,6 +192,7 @@ Status Session::Impl::Shrink(std::uint32_t group) {
   last_shrink = Clock::now();
   t = Clock::now();
   if (options.bind) Bind();
+  if (Status s = ExchangeLiveness(); !s.ok()) return s;
   if (Status s = backend->Shrink(world, leavers); !s.ok()) return s;
   last.phases["rebuild"] = Seconds(t);
   return Status::Ok();

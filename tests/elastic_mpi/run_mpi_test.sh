@@ -8,6 +8,7 @@
 #   run_mpi_test.sh sigterm BIN            a joined group that gets SIGTERM leaves at a step boundary
 #   run_mpi_test.sh nodes MPIEXEC BIN      two launches emulating two nodes of one job form one world
 #   run_mpi_test.sh deadgroup MPIEXEC BIN  a spawned group's rank SIGKILLs itself: the job stops, bounded
+#   run_mpi_test.sh stall MPIEXEC BIN      a rank sleeps 3x the collective watchdog at a step: the job lives
 #   run_mpi_test.sh usr1 BIN               SIGUSR1 (time-limit warning): checkpoint, training goes on
 #   run_mpi_test.sh churn BIN HIER         200 in-place grows and shrinks of one world, each checked
 #                                          (HIER=1: hierarchical MPI collectives)
@@ -184,6 +185,23 @@ deadgroup)
   [[ $rc != 0 ]] || fail "the parent ended with 0 although a rank of its world died"
   (( $(echo "$elapsed < $limit + 15" | bc) )) || fail "the parent took $elapsed s to stop"
   grep -Eq "did not finish within|a rank of the world died" "$work/parent.log" || fail "no clear error"
+  ;;
+stall)
+  # Slow is not dead: one rank sleeps at a step boundary three times as long as the collective
+  # watchdog's timeout (4 s here, 20 s by default: the 60 s of a real stall scaled down); the
+  # others find it alive through the liveness side channel, wait, and the job completes.
+  mpiexec=$1 bin=$2
+  ELASTIC_COLLECTIVE_TIMEOUT_S=4 timeout -k 10 100 "$mpiexec" --oversubscribe -np 3 "$bin/elastic-train-logreg" \
+    --samples $SAMPLES --epochs $EPOCHS --stall-at-step 10 --stall-s 12 --ids-dir "$work" >"$work/out.log" 2>&1
+  rc=$?
+  cat "$work/out.log"
+  [[ $rc == 0 ]] || fail "the job ended with $rc although no rank died"
+  grep -q "rank 2 stalls 12 s at step 10" "$work/out.log" || fail "no rank stalled"
+  grep -q "is late (.*but every rank is alive: rank 2 outside collectives (computing) at step [0-9]*; waiting on" "$work/out.log" \
+    || fail "the late collective was not told apart from a dead rank"
+  grep -q "done: [0-9]* steps, world 3," "$work/out.log" || fail "training did not go on to the end"
+  "$bin/elastic-train-logreg" --verify-ids "$work" --samples $SAMPLES --epochs $EPOCHS \
+    || fail "samples not processed exactly once"
   ;;
 usr1)
   # Slurm's time-limit warning (sbatch --signal=USR1@S) reaches elastic-launch: every rank

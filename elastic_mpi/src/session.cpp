@@ -175,6 +175,7 @@ Status Session::Begin() {
   s.begun = true;
   if (s.newcomer) {
     auto t = Clock::now();
+    s.TestKillAt("state");
     if (Status st = s.ReceiveState(s.pending_inter); !st.ok()) return st;
     Log(LogLevel::kVerbose, kComponent, "newcomer received state in ", Seconds(t), " s");
   }
@@ -278,10 +279,11 @@ Result<bool> Session::RescalePoint() {
     case Action::kAccept: {
       s.last.what = "join";
       bool joined = false;
-      status = s.Accept(static_cast<std::uint32_t>(packet[2]), &joined);
+      std::string refusal;
+      status = s.Accept(static_cast<std::uint32_t>(packet[2]), &joined, &refusal);
       if (status.ok() && !joined) {
         s.last.ok = false;
-        s.last.error = "bad-token";
+        s.last.error = refusal;
         changed = false;
       }
       break;

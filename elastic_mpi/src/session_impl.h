@@ -110,7 +110,7 @@ struct Session::Impl {
 
   explicit Impl(SessionOptions o)
       : options(std::move(o)),
-        rendezvous(MakeNameServiceRendezvous(options.connect_timeout_s)),
+        rendezvous(MakeNameServiceRendezvous(options.connect_timeout_s, options.rendezvous_uri)),
         noise(options.grad_noise_smoothing) {}
 
   // --- session.cpp
@@ -125,10 +125,11 @@ struct Session::Impl {
   Status ExchangeLiveness();
   Status Spawn(int count, std::uint32_t new_group);
   Status HandOver(MPI_Comm inter, MPI_Comm merged, std::uint32_t new_group, int count);
-  Status Accept(std::uint32_t group, bool* joined);
+  Status Accept(std::uint32_t group, bool* joined, std::string* refusal);
   Status Shrink(std::uint32_t group);
   Status MergeNodeGroups();
   Status Join();
+  void TestKillAt(std::string_view phase) const;
 
   // --- handover.cpp
   std::string MetaJson(std::uint32_t new_group) const;

@@ -110,6 +110,9 @@ Result<SessionOptions> SessionOptions::FromConfig(const Config& config) {
   o.metrics_file = config.Get("metrics_file");
   o.checkpoint_dir = config.Get("checkpoint_dir");
   o.run_dir = config.Get("run_dir");
+  o.rendezvous_uri = config.Get("rendezvous_uri");
+  o.test_kill_at = config.Get("test_kill_at");
+  if (o.rendezvous_uri.rfind("file:", 0) == 0) o.rendezvous_uri = o.rendezvous_uri.substr(5);
   auto rule = ParseLrRule(config.Get("lr_scaling"));
   if (!rule.ok()) return Status(ErrorKind::kConfig, "ELASTIC_LR_SCALING: " + rule.status().message());
   o.lr_rule = rule.value();

@@ -59,6 +59,8 @@ constexpr std::array kTable{
     Tunable{"schedule_every", "ELASTIC_SCHEDULE_EVERY", "10", "steps between schedule entries"},
     Tunable{"respawn_delay_s", "ELASTIC_RESPAWN_DELAY_S", "1", "pause between a shrink and the next spawn (s)"},
     Tunable{"command_dir", "ELASTIC_COMMAND_DIR", "", "directory polled for command files (tests)"},
+    Tunable{"test_kill_at", "ELASTIC_TEST_KILL_AT", "",
+            "tests: a joiner's rank 0 SIGKILLs itself at this grow phase (connect, merge or state)"},
     Tunable{"backend", "ELASTIC_BACKEND", "auto", "collective backend: auto, mpi or nccl"},
     Tunable{"grad_noise_ema", "ELASTIC_GRAD_NOISE_EMA", "0.9", "smoothing of gradient-noise statistics"},
     Tunable{"hierarchical", "ELASTIC_HIERARCHICAL_ALLREDUCE", "0",

@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <array>
+#include <csignal>
+#include <cstdio>
 #include <fstream>
 #include <thread>
 #include <vector>
@@ -137,8 +139,9 @@ Status Session::Impl::HandOver(MPI_Comm inter, MPI_Comm merged, std::uint32_t ne
 }
 
 // Accepts one joining group on a freshly published port; checks its token.
-// Returns ok with joined=false when the joiner was refused (the world keeps its size).
-Status Session::Impl::Accept(std::uint32_t group, bool* joined) {
+// Returns ok with joined=false when the joiner was refused or never came (the world keeps its
+// size; *refusal says why).
+Status Session::Impl::Accept(std::uint32_t group, bool* joined, std::string* refusal) {
   *joined = false;
   auto t = Clock::now();
   MPI_Comm inter = MPI_COMM_NULL;
@@ -146,7 +149,8 @@ Status Session::Impl::Accept(std::uint32_t group, bool* joined) {
   const std::string token = expected_token;
   expected_token.assign(expected_token.size(), '\0');  // a token is used once
   expected_token.clear();
-  Status st = rendezvous->Accept(world, JoinServiceName(options.job_id, group), group, token, &inter, &accepted);
+  Status st =
+      rendezvous->Accept(world, JoinServiceName(options.job_id, group), group, token, &inter, &accepted, refusal);
   last.phases["accept"] = Seconds(t);
   if (!st.ok() || !accepted) return st;
   t = Clock::now();
@@ -198,6 +202,17 @@ Status Session::Impl::Shrink(std::uint32_t group) {
   return Status::Ok();
 }
 
+// Tests of the grow's deadlines: a joiner's rank 0 SIGKILLs itself where ELASTIC_TEST_KILL_AT
+// names (connect: after `ready`, before connecting; merge: accepted, before the merge; state:
+// merged, before the registered buffers arrive).
+void Session::Impl::TestKillAt(std::string_view phase) const {
+  if (options.test_kill_at != phase || rank != 0) return;
+  Log(LogLevel::kWarning, kComponent, "ELASTIC_TEST_KILL_AT=", phase, ": rank 0 of group ", group_id,
+      " kills itself (SIGKILL)");
+  std::fflush(stderr);
+  std::raise(SIGKILL);
+}
+
 // A joining group (options.join) at Create(): connect through the rendezvous and merge.
 Status Session::Impl::Join() {
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -207,13 +222,16 @@ Status Session::Impl::Join() {
     auto r = link->Call({{"type", "ready"}, {"group", options.group_id}});
     if (!r.ok()) Log(LogLevel::kWarning, kComponent, "could not tell elasticd this group is ready: ", r.status().message());
   }
+  TestKillAt("connect");
   MPI_Comm inter = MPI_COMM_NULL;
   MPI_Comm merged = MPI_COMM_NULL;
-  if (Status st = JoinRunningWorld(*rendezvous, world, options.job_id, options.group_id, options.join_token, &inter,
-                                   &merged);
+  if (Status st = rendezvous->Connect(world, JoinServiceName(options.job_id, options.group_id), options.group_id,
+                                      options.join_token, &inter);
       !st.ok()) {
     return st;
   }
+  TestKillAt("merge");
+  ELASTIC_MPI_CHECK(MPI_Intercomm_merge(inter, 1, &merged));  // behind the running world's ranks
   return AfterMerge(inter, merged);
 }
 

@@ -110,6 +110,8 @@ struct SessionOptions {
   // with the metrics, so that its remaining-time objective can estimate the time left.
   double total_samples = 0;
   std::string run_dir;
+  std::string test_kill_at;  // tests: a joiner's rank 0 dies at this grow phase (connect, merge, state)
+  std::string rendezvous_uri;  // the job's ompi-server URI file (releases an accept no joiner reaches)
   // Install a SIGTERM handler: a group whose rank gets SIGTERM (scancel of its extension job,
   // preemption) leaves at the next rescale point; SIGTERM on the base group stops the job.
   bool handle_sigterm = true;

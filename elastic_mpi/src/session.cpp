@@ -175,7 +175,7 @@ Status Session::Begin() {
   s.begun = true;
   if (s.newcomer) {
     auto t = Clock::now();
-    s.TestKillAt("state");
+    s.TestKillAt("state", s.pending_inter);
     if (Status st = s.ReceiveState(s.pending_inter); !st.ok()) return st;
     Log(LogLevel::kVerbose, kComponent, "newcomer received state in ", Seconds(t), " s");
   }

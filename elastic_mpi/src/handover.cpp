@@ -49,6 +49,13 @@ Status BcastString(std::string* s, int root, MPI_Comm comm, bool receiving, cons
   return BcastBytes(s->data(), len, root, comm, deadline);
 }
 
+// A newcomer's hand-over that missed its deadline: the parents have abandoned this grow.
+Status NoState(const Status& s) {
+  if (s.kind() != ErrorKind::kTimeout) return s;
+  return Status(ErrorKind::kTimeout, "the running world did not hand over its state within "
+                                     "ELASTIC_GROW_PHASE_TIMEOUT_S: it has abandoned this grow");
+}
+
 }  // namespace
 
 // What a newcomer needs besides the registered buffers.
@@ -161,8 +168,10 @@ Status Session::Impl::ReceiveState(MPI_Comm inter) {
     return Status(ErrorKind::kInternal, "registered state differs from rank 0's: rank 0 has " +
                                             manifest.dump() + ", this rank has " + mine);
   }
+  // The parents abandon a grow whose hand-over misses their deadline: a newcomer gives up too.
+  const Deadline deadline = detail::After(options.grow_phase_timeout_s);
   for (Buffer& b : buffers) {
-    if (Status s = BcastBytes(b.data, b.bytes, 0, inter, nullptr); !s.ok()) return s;
+    if (Status s = BcastBytes(b.data, b.bytes, 0, inter, &deadline); !s.ok()) return NoState(s);
   }
   return TellParents(inter, kTagStateReceived);
 }
@@ -170,7 +179,8 @@ Status Session::Impl::ReceiveState(MPI_Comm inter) {
 // A newcomer after its merge: receive the meta now; the buffers come in Begin().
 Status Session::Impl::AfterMerge(MPI_Comm inter, MPI_Comm merged) {
   std::string meta;
-  if (Status s = BcastString(&meta, 0, inter, true, nullptr); !s.ok()) return s;
+  const Deadline deadline = detail::After(options.grow_phase_timeout_s);
+  if (Status s = BcastString(&meta, 0, inter, true, &deadline); !s.ok()) return NoState(s);
   if (Status s = AdoptWorld(merged); !s.ok()) return s;
   if (Status s = ApplyMeta(meta, inter); !s.ok()) return s;
   newcomer = true;

@@ -289,7 +289,12 @@ Status Session::Impl::Join() {
   }
   TestKillAt("merge", world);
   if (Status st = TellParents(inter, kTagMergeReady); !st.ok()) return st;
-  ELASTIC_MPI_CHECK(MPI_Intercomm_merge(inter, 1, &merged));  // behind the running world's ranks
+  {
+    // Parents that gave up on us (we were late) never enter the merge.
+    detail::Watchdog watchdog("the merge with the running world (ELASTIC_GROW_PHASE_TIMEOUT_S)",
+                              options.grow_phase_timeout_s);
+    ELASTIC_MPI_CHECK(MPI_Intercomm_merge(inter, 1, &merged));  // behind the running world's ranks
+  }
   return AfterMerge(inter, merged);
 }
 

@@ -67,6 +67,8 @@ struct Options {
   std::size_t state_mb = 0;   // extra registered state (MB), to measure hand-over and restart costs
   std::uint64_t die_at_step = 0;   // tests: the last rank of group --die-group SIGKILLs itself
   std::uint32_t die_group = 1;
+  std::uint64_t stall_at_step = 0;  // tests: the last rank sleeps --stall-s seconds at this step boundary
+  double stall_s = 0;
 };
 
 double WallClock() {
@@ -80,7 +82,7 @@ void Usage() {
                "         [--sync-ms MS]\n"
                "         [--model-out FILE] [--ids-dir DIR] [--checkpoint FILE] [--restore-from FILE]\n"
                "         [--resume]\n"
-               "         [--stop-at-step N] [--state-mb MB] [--die-at-step N --die-group G]\n"
+               "         [--stop-at-step N] [--state-mb MB] [--die-at-step N --die-group G] [--stall-at-step N --stall-s S]\n"
                "       elastic-train-logreg --verify-ids DIR --samples N --epochs E\n"
                "       elastic-train-logreg --compare A B [--tolerance T]\n");
 }
@@ -126,6 +128,8 @@ bool Parse(int argc, char** argv, Options* o) {
     else if (a == "--stop-at-step") o->stop_at_step = std::strtoull(v, nullptr, 10);
     else if (a == "--state-mb") o->state_mb = std::strtoull(v, nullptr, 10);
     else if (a == "--die-at-step") o->die_at_step = std::strtoull(v, nullptr, 10);
+    else if (a == "--stall-at-step") o->stall_at_step = std::strtoull(v, nullptr, 10);
+    else if (a == "--stall-s") o->stall_s = std::strtod(v, nullptr);
     else if (a == "--die-group") o->die_group = static_cast<std::uint32_t>(std::strtoul(v, nullptr, 10));
     else {
       std::fprintf(stderr, "elastic-train-logreg: unknown option %s\n", a.c_str());
@@ -359,6 +363,13 @@ int Train(int argc, char** argv, const Options& o) {
                    session->rank(), session->group_id(), static_cast<unsigned long long>(session->step()));
       std::fflush(stderr);
       std::raise(SIGKILL);  // the others are about to enter the step's allreduce
+    }
+    if (o.stall_at_step > 0 && session->step() == o.stall_at_step && session->rank() == session->size() - 1) {
+      // Slow, not dead (a checkpoint write, an evaluation): the others wait at the next collective.
+      std::fprintf(stderr, "elastic-train-logreg: rank %d stalls %g s at step %llu\n", session->rank(), o.stall_s,
+                   static_cast<unsigned long long>(session->step()));
+      std::fflush(stderr);
+      std::this_thread::sleep_for(std::chrono::duration<double>(o.stall_s));
     }
     const auto start = std::chrono::steady_clock::now();
     const auto shard = sharder.Next(session->global_batch(), session->rank(), session->size());

@@ -1,31 +1,68 @@
 // What a newcomer receives from the world it joins: the meta (step, batch, groups, noise
 // statistics, the manifest of the registered buffers) right after the merge, then the buffers
 // themselves in Begin(), once the program has registered its own. Parents' rank 0 is the root.
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
 #include "check.h"
-#include "host_collectives.h"
 #include "memory_space.h"
 #include "session_impl.h"
 
 namespace elastic::mpi {
 
+using detail::Clock;
+using Deadline = Clock::time_point;
+using detail::kTagStateReceived;
+
 namespace {
 
-using detail::HostBroadcast;
+// Nonblocking broadcasts, waited for by polling: the parents' side has a deadline (a newcomer
+// that died leaves the root's send pending forever; the request is then left behind, see
+// docs/runtime.md "Deadlines of a grow"), and both sides must use the same kind of collective.
+Status BcastBytes(void* data, std::size_t bytes, int root, MPI_Comm comm, const Deadline* deadline) {
+  constexpr std::size_t kChunk = std::size_t{1} << 30;
+  auto* p = static_cast<char*>(data);
+  for (std::size_t done = 0; done < bytes || done == 0;) {
+    const std::size_t n = std::min(kChunk, bytes - done);
+    MPI_Request request = MPI_REQUEST_NULL;
+    ELASTIC_MPI_CHECK(MPI_Ibcast(p + done, static_cast<int>(n), MPI_BYTE, root, comm, &request));
+    int finished = 0;
+    while (!finished) {
+      ELASTIC_MPI_CHECK(MPI_Test(&request, &finished, MPI_STATUS_IGNORE));
+      if (finished) break;
+      if (deadline != nullptr && Clock::now() > *deadline) {
+        return Status(ErrorKind::kTimeout, "the state hand-over did not finish in time");
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    done += n;
+    if (bytes == 0) break;
+  }
+  return Status::Ok();
+}
 
 // A registered buffer over the inter-communicator; a device buffer through a host copy.
-Status BcastBuffer(Buffer& b, int root, MPI_Comm comm, bool receiving) {
+Status BcastBuffer(Buffer& b, int root, MPI_Comm comm, bool receiving, const Deadline* deadline) {
   auto view = detail::HostView::Of(b.data, b.bytes, b.space, /*fill=*/!receiving);
   if (!view.ok()) return view.status();
-  if (Status s = HostBroadcast(view.value().data(), b.bytes, root, comm); !s.ok()) return s;
+  if (Status s = BcastBytes(view.value().data(), b.bytes, root, comm, deadline); !s.ok()) return s;
   return receiving ? view.value().WriteBack() : Status::Ok();
 }
 
 // Broadcast of a string: length, then bytes.
-Status BcastString(std::string* s, int root, MPI_Comm comm, bool receiving) {
+Status BcastString(std::string* s, int root, MPI_Comm comm, bool receiving, const Deadline* deadline) {
   std::uint64_t len = receiving ? 0 : s->size();
-  ELASTIC_MPI_CHECK(MPI_Bcast(&len, 1, MPI_UINT64_T, root, comm));
+  if (Status st = BcastBytes(&len, sizeof len, root, comm, deadline); !st.ok()) return st;
   if (receiving) s->resize(len);
-  return HostBroadcast(s->data(), len, root, comm);
+  return BcastBytes(s->data(), len, root, comm, deadline);
+}
+
+// A newcomer's hand-over that missed its deadline: the parents have abandoned this grow.
+Status NoState(const Status& s) {
+  if (s.kind() != ErrorKind::kTimeout) return s;
+  return Status(ErrorKind::kTimeout, "the running world did not hand over its state within "
+                                     "ELASTIC_GROW_PHASE_TIMEOUT_S: it has abandoned this grow");
 }
 
 }  // namespace
@@ -79,14 +116,49 @@ Status Session::Impl::ApplyMeta(const std::string& text, MPI_Comm inter) {
   return Status::Ok();
 }
 
-// State hand-over over the inter-communicator: parents' rank 0 is the root.
-Status Session::Impl::SendState(MPI_Comm inter, std::uint32_t new_group) {
+// State hand-over over the inter-communicator: parents' rank 0 is the root. kTimeout when the
+// newcomers have not taken it by the deadline.
+Status Session::Impl::SendState(MPI_Comm inter, std::uint32_t new_group, Clock::time_point deadline) {
   const int root = rank == 0 ? MPI_ROOT : MPI_PROC_NULL;
   std::string meta = MetaJson(new_group);
-  if (Status s = BcastString(&meta, root, inter, false); !s.ok()) return s;
+  if (Status s = BcastString(&meta, root, inter, false, &deadline); !s.ok()) return s;
   for (Buffer& b : buffers) {
-    if (Status s = BcastBuffer(b, root, inter, false); !s.ok()) return s;
+    if (Status s = BcastBuffer(b, root, inter, false, &deadline); !s.ok()) return s;
   }
+  return Status::Ok();
+}
+
+// Parents, collective over the old world: whether the newcomers' rank 0 sent `tag` (it reached
+// the phase) by the deadline. The old world is intact, so every parent learns rank 0's verdict
+// and a grow is abandoned or carried on by all alike.
+Status Session::Impl::AwaitNewcomers(MPI_Comm inter, int tag, Clock::time_point deadline, bool* arrived) {
+  int got = 0;
+  if (rank == 0 && Clock::now() <= deadline) {
+    int word = 0;
+    MPI_Request request = MPI_REQUEST_NULL;
+    ELASTIC_MPI_CHECK(MPI_Irecv(&word, 1, MPI_INT, 0, tag, inter, &request));
+    while (!got && Clock::now() <= deadline) {
+      ELASTIC_MPI_CHECK(MPI_Test(&request, &got, MPI_STATUS_IGNORE));
+      if (!got) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (!got) {
+      MPI_Cancel(&request);
+      MPI_Request_free(&request);
+    }
+  }
+  ELASTIC_MPI_CHECK(MPI_Bcast(&got, 1, MPI_INT, 0, world));
+  *arrived = got != 0;
+  return Status::Ok();
+}
+
+// Newcomers' rank 0 (of their own group: the inter-communicator's local rank 0): tells the
+// parents' rank 0 that this group reached the phase `tag`.
+Status Session::Impl::TellParents(MPI_Comm inter, int tag) {
+  int local = 0;
+  ELASTIC_MPI_CHECK(MPI_Comm_rank(inter, &local));
+  if (local != 0) return Status::Ok();
+  int word = 1;
+  ELASTIC_MPI_CHECK(MPI_Send(&word, 1, MPI_INT, 0, tag, inter));
   return Status::Ok();
 }
 
@@ -105,16 +177,19 @@ Status Session::Impl::ReceiveState(MPI_Comm inter) {
     return Status(ErrorKind::kInternal, "registered state differs from rank 0's: rank 0 has " +
                                             manifest.dump() + ", this rank has " + mine);
   }
+  // The parents abandon a grow whose hand-over misses their deadline: a newcomer gives up too.
+  const Deadline deadline = detail::After(options.grow_phase_timeout_s);
   for (Buffer& b : buffers) {
-    if (Status s = BcastBuffer(b, 0, inter, true); !s.ok()) return s;
+    if (Status s = BcastBuffer(b, 0, inter, true, &deadline); !s.ok()) return NoState(s);
   }
-  return Status::Ok();
+  return TellParents(inter, kTagStateReceived);
 }
 
 // A newcomer after its merge: receive the meta now; the buffers come in Begin().
 Status Session::Impl::AfterMerge(MPI_Comm inter, MPI_Comm merged) {
   std::string meta;
-  if (Status s = BcastString(&meta, 0, inter, true); !s.ok()) return s;
+  const Deadline deadline = detail::After(options.grow_phase_timeout_s);
+  if (Status s = BcastString(&meta, 0, inter, true, &deadline); !s.ok()) return NoState(s);
   if (Status s = AdoptWorld(merged); !s.ok()) return s;
   if (Status s = ApplyMeta(meta, inter); !s.ok()) return s;
   newcomer = true;

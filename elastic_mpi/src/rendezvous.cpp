@@ -4,9 +4,12 @@
 #include "rendezvous.h"
 
 #include <array>
+#include <optional>
+#include <sstream>
 #include <chrono>
 #include <thread>
 
+#include "accept_release.h"
 #include "check.h"
 #include "elastic/common/log.h"
 #include "elastic_mpi/join.h"
@@ -17,8 +20,6 @@ namespace elastic::mpi {
 namespace {
 
 constexpr std::string_view kComponent = "elastic_mpi";
-constexpr int kTagJoinRecord = 7301;
-constexpr int kTagJoinVerdict = 7302;
 
 using Clock = std::chrono::steady_clock;
 double Seconds(Clock::time_point since) {
@@ -27,11 +28,13 @@ double Seconds(Clock::time_point since) {
 
 class NameServiceRendezvous final : public Rendezvous {
  public:
-  explicit NameServiceRendezvous(double connect_timeout_s) : connect_timeout_s_(connect_timeout_s) {}
+  NameServiceRendezvous(double connect_timeout_s, std::string uri_file)
+      : connect_timeout_s_(connect_timeout_s), uri_file_(std::move(uri_file)) {}
 
   Status Accept(MPI_Comm world, const std::string& service, std::uint32_t group, const std::string& token,
-                MPI_Comm* inter, bool* accepted) override {
+                MPI_Comm* inter, bool* accepted, std::string* refusal) override {
     *accepted = false;
+    refusal->clear();
     int rank = 0;
     ELASTIC_MPI_CHECK(MPI_Comm_rank(world, &rank));
     std::array<char, MPI_MAX_PORT_NAME> port{};
@@ -40,8 +43,13 @@ class NameServiceRendezvous final : public Rendezvous {
       ELASTIC_MPI_CHECK(MPI_Publish_name(service.c_str(), MPI_INFO_NULL, port.data()));
       Log(LogLevel::kInfo, kComponent, "accepting group ", group, " on service ", service);
     }
+    // Rank 0 releases an accept no joiner reaches in time (the joiner died before its connect,
+    // its extension job was cancelled); the release ends with the disconnect below, so it lives
+    // for the whole function.
+    std::optional<detail::AcceptRelease> release;
+    if (rank == 0) release.emplace(port.data(), group, uri_file_, connect_timeout_s_);
     {
-      detail::Watchdog watchdog("MPI_Comm_accept on " + service, connect_timeout_s_);
+      detail::Watchdog watchdog("MPI_Comm_accept on " + service + " (not released)", 2 * connect_timeout_s_);
       ELASTIC_MPI_CHECK(MPI_Comm_accept(port.data(), MPI_INFO_NULL, 0, world, inter));
     }
     if (rank == 0) {
@@ -63,14 +71,30 @@ class NameServiceRendezvous final : public Rendezvous {
         MPI_Cancel(&request);
         MPI_Request_free(&request);
         Log(LogLevel::kError, kComponent, "group ", group, " sent no join record within ", connect_timeout_s_, " s");
+      } else if (IsReleaseRecord(received) && release->fired()) {
+        verdict = 2;  // our own stand-in: nobody else can send it, it holds no token
       } else {
         auto expected = EncodeJoinRecord(group, token);
         verdict = expected.ok() && RecordsEqual(expected.value(), received) ? 1 : 0;
       }
-      ELASTIC_MPI_CHECK(MPI_Send(&verdict, 1, MPI_INT, 0, kTagJoinVerdict, *inter));
+      const int answer = verdict == 1 ? 1 : 0;
+      ELASTIC_MPI_CHECK(MPI_Send(&answer, 1, MPI_INT, 0, kTagJoinVerdict, *inter));
     }
     ELASTIC_MPI_CHECK(MPI_Bcast(&verdict, 1, MPI_INT, 0, world));
+    if (verdict == 2) {
+      std::ostringstream why;
+      why << "abandoned: no joiner connected within " << connect_timeout_s_ << " s";
+      *refusal = why.str();
+      if (rank == 0) {
+        Log(LogLevel::kError, kComponent, "join of group ", group, " ", *refusal,
+            " (ELASTIC_CONNECT_TIMEOUT_S); the accept was released and the world keeps its size");
+      }
+      detail::Watchdog watchdog("disconnect of the accept's release", connect_timeout_s_);
+      ELASTIC_MPI_CHECK(MPI_Comm_disconnect(inter));
+      return Status::Ok();
+    }
     if (verdict == 0) {
+      *refusal = "bad-token";
       Log(LogLevel::kError, kComponent, "group ", group, " refused: bad-token; disconnecting");
       detail::Watchdog watchdog("disconnect of refused group " + std::to_string(group), connect_timeout_s_);
       ELASTIC_MPI_CHECK(MPI_Comm_disconnect(inter));
@@ -129,6 +153,7 @@ class NameServiceRendezvous final : public Rendezvous {
 
  private:
   double connect_timeout_s_;
+  std::string uri_file_;
 };
 
 // Replaces *world by merged, freeing the old one.
@@ -140,8 +165,8 @@ Status Adopt(MPI_Comm* world, MPI_Comm merged) {
 
 }  // namespace
 
-std::unique_ptr<Rendezvous> MakeNameServiceRendezvous(double connect_timeout_s) {
-  return std::make_unique<NameServiceRendezvous>(connect_timeout_s);
+std::unique_ptr<Rendezvous> MakeNameServiceRendezvous(double connect_timeout_s, std::string uri_file) {
+  return std::make_unique<NameServiceRendezvous>(connect_timeout_s, std::move(uri_file));
 }
 
 std::string NodeGroupService(std::string_view job_id, int node_group) {
@@ -166,13 +191,15 @@ Status MergeNodeGroups(Rendezvous& rendezvous, std::string_view job_id, int node
   for (int i = me + 1; i < n; ++i) {
     MPI_Comm inter = MPI_COMM_NULL;
     bool accepted = false;
-    if (Status st = rendezvous.Accept(*world, NodeGroupService(job_id, i), 0, token, &inter, &accepted); !st.ok()) {
+    std::string refusal;
+    if (Status st = rendezvous.Accept(*world, NodeGroupService(job_id, i), 0, token, &inter, &accepted, &refusal);
+        !st.ok()) {
       return st;
     }
     if (!accepted) {
       // A node group of the job's own nodes with another token: misconfiguration, not an attack
       // we can tell apart. The world goes on without it; its launcher reports the refusal.
-      Log(LogLevel::kError, kComponent, "node group ", i, " refused (bad token): the job runs without it");
+      Log(LogLevel::kError, kComponent, "node group ", i, " refused (", refusal, "): the job runs without it");
       continue;
     }
     MPI_Comm merged = MPI_COMM_NULL;
@@ -196,15 +223,6 @@ Status MergeNodeGroups(Rendezvous& rendezvous, std::string_view job_id, int node
     Log(LogLevel::kInfo, kComponent, "initial world of ", size, " ranks from ", sizes->size(), " node groups in ",
         Seconds(t), " s");
   }
-  return Status::Ok();
-}
-
-Status JoinRunningWorld(Rendezvous& rendezvous, MPI_Comm world, std::string_view job_id, std::uint32_t group,
-                        const std::string& token, MPI_Comm* inter, MPI_Comm* merged) {
-  if (Status st = rendezvous.Connect(world, JoinServiceName(job_id, group), group, token, inter); !st.ok()) {
-    return st;
-  }
-  ELASTIC_MPI_CHECK(MPI_Intercomm_merge(*inter, 1, merged));
   return Status::Ok();
 }
 

@@ -27,9 +27,11 @@ class Rendezvous {
 
   // Collective over world (the running side): offers `service`, accepts one connection and
   // checks the joiner's record against (group, token) on world's rank 0. On a refusal the
-  // inter-communicator is already disconnected and *accepted is false (the Status is ok).
+  // inter-communicator is already disconnected, *accepted is false and *refusal says why
+  // ("bad-token", or "abandoned: ..." when no joiner connected within the connect timeout and
+  // the accept was released); the Status is ok.
   virtual Status Accept(MPI_Comm world, const std::string& service, std::uint32_t group, const std::string& token,
-                        MPI_Comm* inter, bool* accepted) = 0;
+                        MPI_Comm* inter, bool* accepted, std::string* refusal) = 0;
 
   // Collective over world (the joining side): finds `service` (waiting up to the connect
   // timeout), connects, sends the join record of (group, token) and waits for the verdict.
@@ -39,9 +41,11 @@ class Rendezvous {
 };
 
 // The rendezvous through MPI's name service (ompi-server): ports opened and published under
-// the service name, looked up by the joiner; connect_timeout_s bounds every wait (watchdogs on
-// accept, connect and disconnect; the lookup and the join record are polled against it).
-std::unique_ptr<Rendezvous> MakeNameServiceRendezvous(double connect_timeout_s);
+// the service name, looked up by the joiner; connect_timeout_s bounds every wait (the lookup and
+// the join record are polled against it; watchdogs on connect and disconnect). An accept that no
+// joiner reaches within it is released by a stand-in (accept_release.h) that connects through
+// the job's rendezvous, uri_file; a watchdog at twice the timeout is the last resort.
+std::unique_ptr<Rendezvous> MakeNameServiceRendezvous(double connect_timeout_s, std::string uri_file);
 
 // The service under which node group `node_group` of the base job joins: elastic.<job>.0.<i>.
 std::string NodeGroupService(std::string_view job_id, int node_group);
@@ -56,11 +60,5 @@ std::string NodeGroupService(std::string_view job_id, int node_group);
 Status MergeNodeGroups(Rendezvous& rendezvous, std::string_view job_id, int node_group, int node_groups,
                        const std::string& token, MPI_Comm* world, std::vector<MPI_Comm>* links,
                        std::vector<int>* sizes);
-
-// Collective over a separately launched group's world: connects to the running world that
-// offers group's service and merges behind it (the running world's ranks first). *inter is the
-// link to the running world, *merged the new world; world itself is left to the caller.
-Status JoinRunningWorld(Rendezvous& rendezvous, MPI_Comm world, std::string_view job_id, std::uint32_t group,
-                        const std::string& token, MPI_Comm* inter, MPI_Comm* merged);
 
 }  // namespace elastic::mpi

@@ -112,7 +112,9 @@ Result<std::unique_ptr<Session>> Session::Create(SessionOptions options, int* ar
   }
   (void)own_size;
   if (!joined.ok()) return joined;
-  s.guard = std::make_unique<detail::CollectiveGuard>(s.options.collective_timeout_s);
+  // Probes of the liveness side channel: a peer that does not answer within 5 s is taken for gone
+  // (its node failed); a live process answers from its responder thread in milliseconds.
+  s.guard = std::make_unique<detail::CollectiveGuard>(s.options.collective_timeout_s, s.options.stall_timeout_s, 5.0);
   if (s.rank == 0) {
     if (!s.options.metrics_file.empty()) s.sinks.push_back(MakeJsonLinesSink(s.options.metrics_file));
     if (s.link && !s.newcomer) s.sinks.push_back(std::make_shared<ControllerSink>(s.link.get(), s.options.metrics_interval_s, s.options.total_samples));
@@ -173,6 +175,7 @@ Status Session::Begin() {
   s.begun = true;
   if (s.newcomer) {
     auto t = Clock::now();
+    s.TestKillAt("state", s.pending_inter);
     if (Status st = s.ReceiveState(s.pending_inter); !st.ok()) return st;
     Log(LogLevel::kVerbose, kComponent, "newcomer received state in ", Seconds(t), " s");
   }
@@ -276,10 +279,11 @@ Result<bool> Session::RescalePoint() {
     case Action::kAccept: {
       s.last.what = "join";
       bool joined = false;
-      status = s.Accept(static_cast<std::uint32_t>(packet[2]), &joined);
+      std::string refusal;
+      status = s.Accept(static_cast<std::uint32_t>(packet[2]), &joined, &refusal);
       if (status.ok() && !joined) {
         s.last.ok = false;
-        s.last.error = "bad-token";
+        s.last.error = refusal;
         changed = false;
       }
       break;

@@ -36,6 +36,13 @@ using Clock = std::chrono::steady_clock;
 inline double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
 }
+inline Clock::time_point After(double seconds) {
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+// Newcomers' rank 0 -> parents' rank 0 over their inter-communicator: the grow's phases reached
+// (docs/runtime.md, "Deadlines of a grow"). Beside the join record's tags (join.h).
+inline constexpr int kTagMergeReady = 7303;
+inline constexpr int kTagStateReceived = 7304;
 }  // namespace detail
 
 // A registered buffer: state handed to newcomers and written to checkpoints (device memory
@@ -112,7 +119,7 @@ struct Session::Impl {
 
   explicit Impl(SessionOptions o)
       : options(std::move(o)),
-        rendezvous(MakeNameServiceRendezvous(options.connect_timeout_s)),
+        rendezvous(MakeNameServiceRendezvous(options.connect_timeout_s, options.rendezvous_uri)),
         noise(options.grad_noise_smoothing) {}
 
   // --- session.cpp
@@ -124,17 +131,23 @@ struct Session::Impl {
   Status AdoptWorld(MPI_Comm merged);
   Status AfterWorldChange(int newcomers = 0);
   void Bind();
+  Status ExchangeLiveness();
   Status Spawn(int count, std::uint32_t new_group);
-  Status HandOver(MPI_Comm inter, MPI_Comm merged, std::uint32_t new_group, int count);
-  Status Accept(std::uint32_t group, bool* joined);
+  Status HandOver(MPI_Comm inter, MPI_Comm merged, std::uint32_t new_group, int count, std::string* abandoned);
+  Status Abandon(MPI_Comm* inter, MPI_Comm* merged, std::uint32_t group, const std::string& why,
+                 std::string* abandoned);
+  Status Accept(std::uint32_t group, bool* joined, std::string* refusal);
   Status Shrink(std::uint32_t group);
   Status MergeNodeGroups();
   Status Join();
+  void TestKillAt(std::string_view phase, MPI_Comm own_group) const;
 
   // --- handover.cpp
   std::string MetaJson(std::uint32_t new_group) const;
   Status ApplyMeta(const std::string& text, MPI_Comm inter);
-  Status SendState(MPI_Comm inter, std::uint32_t new_group);
+  Status SendState(MPI_Comm inter, std::uint32_t new_group, Clock::time_point deadline);
+  Status AwaitNewcomers(MPI_Comm inter, int tag, Clock::time_point deadline, bool* arrived);
+  Status TellParents(MPI_Comm inter, int tag);
   Status ReceiveState(MPI_Comm inter);
   Status AfterMerge(MPI_Comm inter, MPI_Comm merged);
 

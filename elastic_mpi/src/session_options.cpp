@@ -61,6 +61,8 @@ Result<SessionOptions> SessionOptions::FromConfig(const Config& config) {
                    number("connect_timeout_s", &o.connect_timeout_s),
                    number("collective_timeout_s", &o.collective_timeout_s),
                    number("nccl_timeout_s", &o.nccl_timeout_s),
+                   number("stall_timeout_s", &o.stall_timeout_s),
+                   number("grow_phase_timeout_s", &o.grow_phase_timeout_s),
                    number("checkpoint_interval_s", &o.checkpoint_interval_s),
                    number("total_samples", &o.total_samples),
                    number("respawn_delay_s", &o.respawn_delay_s),
@@ -109,6 +111,9 @@ Result<SessionOptions> SessionOptions::FromConfig(const Config& config) {
   o.metrics_file = config.Get("metrics_file");
   o.checkpoint_dir = config.Get("checkpoint_dir");
   o.run_dir = config.Get("run_dir");
+  o.rendezvous_uri = config.Get("rendezvous_uri");
+  o.test_kill_at = config.Get("test_kill_at");
+  if (o.rendezvous_uri.rfind("file:", 0) == 0) o.rendezvous_uri = o.rendezvous_uri.substr(5);
   auto rule = ParseLrRule(config.Get("lr_scaling"));
   if (!rule.ok()) return Status(ErrorKind::kConfig, "ELASTIC_LR_SCALING: " + rule.status().message());
   o.lr_rule = rule.value();

@@ -7,10 +7,14 @@
 #include <condition_variable>
 #include <mutex>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <thread>
 
+#include <vector>
+
 #include "elastic/common/exit_codes.h"
+#include "liveness.h"
 
 namespace elastic::mpi::detail {
 
@@ -36,12 +40,16 @@ class Watchdog {
 
 // One long-lived thread that guards the collectives of every step (the rescale point's
 // allreduce, the backend's collectives): arming and disarming is two atomic stores, cheap enough
-// for every call. A collective that does not finish within timeout_s means a rank of the world
-// died (SIGKILL, node failure) or hangs: MPI then errors out or, often, waits forever. The guard
-// logs what hung and ends the process with kExitWorldLost. timeout_s <= 0 disables it.
+// for every call. A collective that does not finish within timeout_s is late: the guard then
+// probes every peer through the liveness side channel (liveness.h). A peer that is gone (SIGKILL,
+// node failure) ends the world: the guard logs what hung and who is gone and ends the process
+// with kExitWorldLost. When every peer answers, the collective is only late (a checkpoint write,
+// an evaluation on rank 0, a data-loader stall): the guard logs who is busy where and waits
+// another timeout_s, up to stall_timeout_s in all (a world alive but stuck ends then; <= 0: never).
+// timeout_s <= 0 disables the guard.
 class CollectiveGuard {
  public:
-  explicit CollectiveGuard(double timeout_s);
+  CollectiveGuard(double timeout_s, double stall_timeout_s, double probe_timeout_s);
   ~CollectiveGuard();
   CollectiveGuard(const CollectiveGuard&) = delete;
   CollectiveGuard& operator=(const CollectiveGuard&) = delete;
@@ -49,15 +57,29 @@ class CollectiveGuard {
   void Arm(const char* what, std::uint64_t step) noexcept;
   void Disarm() noexcept;
   double timeout_s() const noexcept { return timeout_s_; }
+  // The port of this rank's liveness responder (0: none).
+  std::uint16_t port() const noexcept { return responder_ ? responder_->port() : 0; }
+  // The world's addresses after a change (ExchangeAddresses) and this rank's index in them.
+  void SetPeers(std::vector<PeerAddress> peers, int self);
 
  private:
+  std::string StatusLine() const;  // this rank's answer to a probe
+  // At a missed deadline: true when every peer answered (the deadline is then extended).
+  bool PeersAlive(std::int64_t armed_ns);
+
   double timeout_s_;
+  double stall_timeout_s_;
+  double probe_timeout_s_;
   std::atomic<std::int64_t> deadline_ns_{0};  // 0: disarmed
+  std::atomic<std::int64_t> armed_ns_{0};     // when the current collective began
   std::atomic<const char*> what_{nullptr};
   std::atomic<std::uint64_t> step_{0};
+  std::atomic<int> self_{0};
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
+  std::vector<PeerAddress> peers_;  // under mu_
+  std::unique_ptr<LivenessResponder> responder_;
   std::thread thread_;
 };
 

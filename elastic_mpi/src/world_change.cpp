@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <array>
+#include <csignal>
+#include <cstdio>
 #include <fstream>
 #include <thread>
 #include <vector>
@@ -21,6 +23,8 @@ namespace elastic::mpi {
 using detail::Clock;
 using detail::kComponent;
 using detail::Seconds;
+using detail::kTagMergeReady;
+using detail::kTagStateReceived;
 
 namespace {
 
@@ -51,6 +55,7 @@ Status Session::Impl::AdoptWorld(MPI_Comm merged) {
 // newcomers' joins it (backend.h).
 Status Session::Impl::AfterWorldChange(int newcomers) {
   if (options.bind) Bind();
+  if (Status s = ExchangeLiveness(); !s.ok()) return s;
   if (newcomers > 0 && backend) return backend->Grow(world, newcomers);
   backend.reset();
   // Ranks of one MPI launch (a node group of the base job, a spawned or joined group) share a
@@ -65,6 +70,15 @@ Status Session::Impl::AfterWorldChange(int newcomers) {
   auto made = newcomers > 0 ? JoinGrownBackend(world, newcomers, made_as) : MakeBackend(world, made_as);
   if (!made.ok()) return made.status();
   backend = std::make_unique<GuardedBackend>(std::move(made).value(), guard.get(), &step);
+  return Status::Ok();
+}
+
+// Collective over the world after every change: where each rank's liveness responder listens,
+// for the collective guard's probes.
+Status Session::Impl::ExchangeLiveness() {
+  std::vector<detail::PeerAddress> peers;
+  if (Status s = detail::ExchangeAddresses(world, guard ? guard->port() : 0, &peers); !s.ok()) return s;
+  if (guard) guard->SetPeers(std::move(peers), rank);
   return Status::Ok();
 }
 
@@ -108,28 +122,72 @@ Status Session::Impl::Spawn(int count, std::uint32_t new_group) {
   last.phases["spawn"] = Seconds(t);
   t = Clock::now();
   MPI_Comm merged = MPI_COMM_NULL;
-  ELASTIC_MPI_CHECK(MPI_Intercomm_merge(inter, 0, &merged));  // parents first: keep ranks 0..P-1
+  {
+    detail::Watchdog watchdog("the merge with the spawned group (ELASTIC_GROW_PHASE_TIMEOUT_S)",
+                              options.grow_phase_timeout_s);
+    ELASTIC_MPI_CHECK(MPI_Intercomm_merge(inter, 0, &merged));  // parents first: keep ranks 0..P-1
+  }
   last.phases["merge"] = Seconds(t);
-  return HandOver(inter, merged, new_group, count);
+  std::string abandoned;
+  if (Status s = HandOver(inter, merged, new_group, count, &abandoned); !s.ok()) return s;
+  if (!abandoned.empty()) return Status(ErrorKind::kTimeout, "grow by spawn " + abandoned);
+  return Status::Ok();
 }
 
-// Parents' side after a merge: send meta and state to the newcomers, adopt the merged world.
-Status Session::Impl::HandOver(MPI_Comm inter, MPI_Comm merged, std::uint32_t new_group, int count) {
+// Parents: a grow that missed a phase's deadline is dropped; the world, its backend and its
+// groups are those of before (the old world was never freed). The inter-communicator and the
+// merged world are freed, not disconnected: a disconnect waits for the other side.
+Status Session::Impl::Abandon(MPI_Comm* inter, MPI_Comm* merged, std::uint32_t group, const std::string& why,
+                              std::string* abandoned) {
+  *abandoned = "abandoned: " + why;
+  if (rank == 0) {
+    Log(LogLevel::kError, kComponent, "join of group ", group, " ", *abandoned,
+        " (ELASTIC_GROW_PHASE_TIMEOUT_S ", options.grow_phase_timeout_s, " s); the world keeps its ", size, " ranks");
+  }
+  if (*merged != MPI_COMM_NULL) MPI_Comm_free(merged);
+  if (*inter != MPI_COMM_NULL) MPI_Comm_free(inter);
+  return Status::Ok();
+}
+
+// Parents' side after a merge: send meta and state to the newcomers, wait (by the deadline) for
+// their confirmation, adopt the merged world and grow the backend. *abandoned says why when the
+// newcomers missed the hand-over's deadline (the world then keeps its size).
+Status Session::Impl::HandOver(MPI_Comm inter, MPI_Comm merged, std::uint32_t new_group, int count,
+                               std::string* abandoned) {
   auto t = Clock::now();
-  if (new_group >= next_group_id) next_group_id = new_group + 1;
-  if (Status s = SendState(inter, new_group); !s.ok()) return s;
+  // The deadline covers the newcomers' own set-up between Session::Create and Begin() (where
+  // they receive the buffers) besides the transfer.
+  const Clock::time_point deadline = detail::After(options.grow_phase_timeout_s);
+  Status sent = SendState(inter, new_group, deadline);
+  if (!sent.ok() && sent.kind() != ErrorKind::kTimeout) return sent;
+  bool confirmed = false;
+  if (Status s = AwaitNewcomers(inter, kTagStateReceived, sent.ok() ? deadline : Clock::now() - Clock::duration(1),
+                                &confirmed);
+      !s.ok()) {
+    return s;
+  }
   last.phases["state"] = Seconds(t);
+  if (!confirmed) return Abandon(&inter, &merged, new_group, "the state hand-over did not finish in time", abandoned);
+  if (new_group >= next_group_id) next_group_id = new_group + 1;
   groups.push_back({new_group, count, inter});
   if (Status s = AdoptWorld(merged); !s.ok()) return s;
   t = Clock::now();
-  if (Status s = AfterWorldChange(count); !s.ok()) return s;
+  {
+    // Collective with the newcomers over the new world: nothing here can be abandoned any more
+    // (the old world is gone), so a newcomer that dies now ends the world, in bounded time.
+    detail::Watchdog watchdog("the backend grow with group " + std::to_string(new_group) +
+                                  " (ELASTIC_GROW_PHASE_TIMEOUT_S)",
+                              options.grow_phase_timeout_s);
+    if (Status s = AfterWorldChange(count); !s.ok()) return s;
+  }
   last.phases["rebuild"] = Seconds(t);
   return Status::Ok();
 }
 
-// Accepts one joining group on a freshly published port; checks its token.
-// Returns ok with joined=false when the joiner was refused (the world keeps its size).
-Status Session::Impl::Accept(std::uint32_t group, bool* joined) {
+// Accepts one joining group on a freshly published port; checks its token; merges it and hands
+// the state over, each phase under its deadline. Returns ok with joined=false when the joiner
+// was refused, never came or missed a deadline (the world keeps its size; *refusal says why).
+Status Session::Impl::Accept(std::uint32_t group, bool* joined, std::string* refusal) {
   *joined = false;
   auto t = Clock::now();
   MPI_Comm inter = MPI_COMM_NULL;
@@ -137,17 +195,28 @@ Status Session::Impl::Accept(std::uint32_t group, bool* joined) {
   const std::string token = expected_token;
   expected_token.assign(expected_token.size(), '\0');  // a token is used once
   expected_token.clear();
-  Status st = rendezvous->Accept(world, JoinServiceName(options.job_id, group), group, token, &inter, &accepted);
+  Status st =
+      rendezvous->Accept(world, JoinServiceName(options.job_id, group), group, token, &inter, &accepted, refusal);
   last.phases["accept"] = Seconds(t);
   if (!st.ok() || !accepted) return st;
   t = Clock::now();
   MPI_Comm merged = MPI_COMM_NULL;
-  ELASTIC_MPI_CHECK(MPI_Intercomm_merge(inter, 0, &merged));
+  bool ready = false;
+  if (Status s = AwaitNewcomers(inter, kTagMergeReady, detail::After(options.grow_phase_timeout_s), &ready); !s.ok()) {
+    return s;
+  }
+  if (!ready) return Abandon(&inter, &merged, group, "the joiner did not reach the merge in time", refusal);
+  {
+    detail::Watchdog watchdog("the merge with group " + std::to_string(group) + " (ELASTIC_GROW_PHASE_TIMEOUT_S)",
+                              options.grow_phase_timeout_s);
+    ELASTIC_MPI_CHECK(MPI_Intercomm_merge(inter, 0, &merged));
+  }
   last.phases["merge"] = Seconds(t);
   int remote = 0;
   ELASTIC_MPI_CHECK(MPI_Comm_remote_size(inter, &remote));
-  *joined = true;
-  return HandOver(inter, merged, group, remote);
+  if (Status s = HandOver(inter, merged, group, remote, refusal); !s.ok()) return s;
+  *joined = refusal->empty();
+  return Status::Ok();
 }
 
 // The last group leaves: survivors split, everyone frees the merged world, both sides
@@ -183,9 +252,23 @@ Status Session::Impl::Shrink(std::uint32_t group) {
   last_shrink = Clock::now();
   t = Clock::now();
   if (options.bind) Bind();
+  if (Status s = ExchangeLiveness(); !s.ok()) return s;
   if (Status s = backend->Shrink(world, leavers); !s.ok()) return s;
   last.phases["rebuild"] = Seconds(t);
   return Status::Ok();
+}
+
+// Tests of the grow's deadlines: a joiner's rank 0 SIGKILLs itself where ELASTIC_TEST_KILL_AT
+// names (connect: after `ready`, before connecting; merge: accepted, before the merge; state:
+// merged, before the registered buffers arrive).
+void Session::Impl::TestKillAt(std::string_view phase, MPI_Comm own_group) const {
+  int own_rank = 0;
+  MPI_Comm_rank(own_group, &own_rank);  // the group's own world, or its side of the inter-communicator
+  if (options.test_kill_at != phase || own_rank != 0) return;
+  Log(LogLevel::kWarning, kComponent, "ELASTIC_TEST_KILL_AT=", phase, ": rank 0 of group ", group_id,
+      " kills itself (SIGKILL)");
+  std::fflush(stderr);
+  std::raise(SIGKILL);
 }
 
 // A joining group (options.join) at Create(): connect through the rendezvous and merge.
@@ -197,12 +280,21 @@ Status Session::Impl::Join() {
     auto r = link->Call({{"type", "ready"}, {"group", options.group_id}});
     if (!r.ok()) Log(LogLevel::kWarning, kComponent, "could not tell elasticd this group is ready: ", r.status().message());
   }
+  TestKillAt("connect", world);
   MPI_Comm inter = MPI_COMM_NULL;
   MPI_Comm merged = MPI_COMM_NULL;
-  if (Status st = JoinRunningWorld(*rendezvous, world, options.job_id, options.group_id, options.join_token, &inter,
-                                   &merged);
+  if (Status st = rendezvous->Connect(world, JoinServiceName(options.job_id, options.group_id), options.group_id,
+                                      options.join_token, &inter);
       !st.ok()) {
     return st;
+  }
+  TestKillAt("merge", world);
+  if (Status st = TellParents(inter, kTagMergeReady); !st.ok()) return st;
+  {
+    // Parents that gave up on us (we were late) never enter the merge.
+    detail::Watchdog watchdog("the merge with the running world (ELASTIC_GROW_PHASE_TIMEOUT_S)",
+                              options.grow_phase_timeout_s);
+    ELASTIC_MPI_CHECK(MPI_Intercomm_merge(inter, 1, &merged));  // behind the running world's ranks
   }
   return AfterMerge(inter, merged);
 }

@@ -8,6 +8,8 @@
 #   run_mpi_test.sh sigterm BIN            a joined group that gets SIGTERM leaves at a step boundary
 #   run_mpi_test.sh nodes MPIEXEC BIN      two launches emulating two nodes of one job form one world
 #   run_mpi_test.sh deadgroup MPIEXEC BIN  a spawned group's rank SIGKILLs itself: the job stops, bounded
+#   run_mpi_test.sh stall MPIEXEC BIN      a rank sleeps 3x the collective watchdog at a step: the job lives
+#   run_mpi_test.sh growfault BIN PHASE   a joiner dies at a grow phase: the parent completes at its size
 #   run_mpi_test.sh usr1 BIN               SIGUSR1 (time-limit warning): checkpoint, training goes on
 #   run_mpi_test.sh churn BIN HIER         200 in-place grows and shrinks of one world, each checked
 #                                          (HIER=1: hierarchical MPI collectives)
@@ -188,6 +190,58 @@ deadgroup)
   [[ $rc != 0 ]] || fail "the parent ended with 0 although a rank of its world died"
   (( $(echo "$elapsed < $limit + 15" | bc) )) || fail "the parent took $elapsed s to stop"
   grep -Eq "did not finish within|a rank of the world died" "$work/parent.log" || fail "no clear error"
+  ;;
+growfault)
+  # A joiner SIGKILLs itself at one phase of its grow (ELASTIC_TEST_KILL_AT: connect = after
+  # `ready`, before connecting; merge = accepted, before the merge; state = during the state
+  # hand-over): the parent abandons the grow within its deadlines, acks it as failed, and trains
+  # to the end at its old size with every sample processed once.
+  bin=$1 phase=$2
+  mkdir -p "$work/commands"
+  export ELASTIC_JOB_ID=fault$$ ELASTIC_POLL_INTERVAL_S=0.2 ELASTIC_CONNECT_TIMEOUT_S=8 ELASTIC_GROW_PHASE_TIMEOUT_S=8
+  start=$(date +%s.%N)
+  ELASTIC_COMMAND_DIR="$work/commands" ELASTIC_METRICS_FILE="$work/metrics.jsonl" \
+    timeout -k 10 120 "$bin/elastic-launch" -n 2 --oversubscribe --run-dir "$work/run" -- \
+    "$bin/elastic-train-logreg" --sleep-ms 30 --samples $SAMPLES --epochs 5 --ids-dir "$work" \
+    >"$work/parent.log" 2>&1 &
+  parent=$!; pids+=($parent)
+  for _ in $(seq 100); do [[ -s $work/run/rendezvous.uri ]] && break; sleep 0.1; done
+  [[ -s $work/run/rendezvous.uri ]] || fail "no rendezvous URI"
+  ELASTIC_GROUP_ID=1 ELASTIC_JOIN_TOKEN=0123456789abcdef0123456789abcdef ELASTIC_TEST_KILL_AT=$phase \
+    timeout -k 10 90 "$bin/elastic-launch" --join -n 1 --uri "$work/run/rendezvous.uri" -- \
+    "$bin/elastic-train-logreg" --sleep-ms 30 --samples $SAMPLES --epochs 5 --ids-dir "$work/joiner-ids" \
+    >"$work/joiner.log" 2>&1 &
+  joiner=$!; pids+=($joiner)
+  echo '{"action":"grow","group":1,"join_token":"0123456789abcdef0123456789abcdef"}' >"$work/commands/001.json"
+  wait $parent; parent_rc=$?
+  wait $joiner; joiner_rc=$?
+  pids=()
+  echo "--- parent"; cat "$work/parent.log"; echo "--- joiner"; cat "$work/joiner.log"
+  echo "--- rescales"; grep rescale "$work/metrics.jsonl"
+  echo "parent ended with $parent_rc after $(echo "$(date +%s.%N) - $start" | bc) s; joiner with $joiner_rc"
+  grep -q "ELASTIC_TEST_KILL_AT=$phase: rank 0 of group 1 kills itself" "$work/joiner.log" || fail "the joiner did not die at $phase"
+  [[ $parent_rc == 0 ]] || fail "parent exited with $parent_rc"
+  grep -q "join FAILED at step [0-9]*: 2 -> 2 ranks" "$work/parent.log" || fail "the failed grow was not reported"
+  grep -q "done: [0-9]* steps, world 2," "$work/parent.log" || fail "the parent did not finish at its old size"
+  "$bin/elastic-train-logreg" --verify-ids "$work" --samples $SAMPLES --epochs 5 \
+    || fail "samples not processed exactly once"
+  ;;
+stall)
+  # Slow is not dead: one rank sleeps at a step boundary three times as long as the collective
+  # watchdog's timeout (4 s here, 20 s by default: the 60 s of a real stall scaled down); the
+  # others find it alive through the liveness side channel, wait, and the job completes.
+  mpiexec=$1 bin=$2
+  ELASTIC_COLLECTIVE_TIMEOUT_S=4 timeout -k 10 100 "$mpiexec" --oversubscribe -np 3 "$bin/elastic-train-logreg" \
+    --samples $SAMPLES --epochs $EPOCHS --stall-at-step 10 --stall-s 12 --ids-dir "$work" >"$work/out.log" 2>&1
+  rc=$?
+  cat "$work/out.log"
+  [[ $rc == 0 ]] || fail "the job ended with $rc although no rank died"
+  grep -q "rank 2 stalls 12 s at step 10" "$work/out.log" || fail "no rank stalled"
+  grep -q "is late (.*but every rank is alive: rank 2 outside collectives (computing) at step [0-9]*; waiting on" "$work/out.log" \
+    || fail "the late collective was not told apart from a dead rank"
+  grep -q "done: [0-9]* steps, world 3," "$work/out.log" || fail "training did not go on to the end"
+  "$bin/elastic-train-logreg" --verify-ids "$work" --samples $SAMPLES --epochs $EPOCHS \
+    || fail "samples not processed exactly once"
   ;;
 usr1)
   # Slurm's time-limit warning (sbatch --signal=USR1@S) reaches elastic-launch: every rank

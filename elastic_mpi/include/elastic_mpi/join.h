@@ -8,6 +8,8 @@
 //   bytes 16..47  token: 32 lowercase hex digits (ASCII)
 //   bytes 48..63  zero
 // The parent compares the whole record with the one it expects, in constant time.
+// A release record (magic "ELRELS01", the group id, no token) comes from the parent's own
+// stand-in (elastic-join-release) that frees an accept no joiner came to: the join is abandoned.
 #pragma once
 
 #include <array>
@@ -20,6 +22,9 @@
 namespace elastic::mpi {
 
 using JoinRecord = std::array<std::uint8_t, 64>;
+// The MPI tags of the record (joiner -> parent) and of the verdict (parent -> joiner).
+inline constexpr int kTagJoinRecord = 7301;
+inline constexpr int kTagJoinVerdict = 7302;
 
 // True for exactly 32 lowercase hex digits (the job contract's form of a token:
 // common/include/elastic/common/join_token.h).
@@ -28,6 +33,9 @@ bool IsValidToken(std::string_view token) noexcept;
 Result<JoinRecord> EncodeJoinRecord(std::uint32_t group, std::string_view token);
 // Compares two records in time independent of where they differ.
 bool RecordsEqual(const JoinRecord& a, const JoinRecord& b) noexcept;
+// The release record for group (see above), and whether a record is one.
+JoinRecord ReleaseRecord(std::uint32_t group) noexcept;
+bool IsReleaseRecord(const JoinRecord& record) noexcept;
 // The MPI service name under which a parent publishes its port for group: elastic.<job>.<group>.
 std::string JoinServiceName(std::string_view job_id, std::uint32_t group);
 

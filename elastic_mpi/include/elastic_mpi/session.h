@@ -86,10 +86,16 @@ struct SessionOptions {
 
   double spawn_timeout_s = 60;    // watchdog on MPI_Comm_spawn
   double connect_timeout_s = 60;  // watchdog on connect/accept and the token exchange
-  // Watchdog on the rescale point's collective and the backend's collectives: a rank that died
-  // (e.g. SIGKILL) makes the others stop with a clear error (exit 75) instead of hanging. It must
-  // exceed the longest time one rank can wait for the others at a step (0: off).
+  // Watchdog on the rescale point's collective and the backend's collectives: when one is this
+  // late, every peer is probed (liveness side channel); a rank that died (e.g. SIGKILL) makes the
+  // others stop with a clear error (exit 75) instead of hanging, a rank that is only slow is
+  // waited for (0: off).
   double collective_timeout_s = 20;
+  // A collective late with every rank alive ends the world after this long in all (0: never).
+  double stall_timeout_s = 1800;
+  // Each phase of a grow after the accept (merge, state hand-over, backend grow) must end within
+  // this; a grow that misses it, or whose joiner never connects, is abandoned (docs/runtime.md).
+  double grow_phase_timeout_s = 60;
   double respawn_delay_s = 1;     // minimum pause between a shrink and the next spawn
   double poll_interval_s = 1;     // command polling period of rank 0
   BackendKind backend = BackendKind::kAuto;
@@ -108,6 +114,8 @@ struct SessionOptions {
   // with the metrics, so that its remaining-time objective can estimate the time left.
   double total_samples = 0;
   std::string run_dir;
+  std::string test_kill_at;  // tests: a joiner's rank 0 dies at this grow phase (connect, merge, state)
+  std::string rendezvous_uri;  // the job's ompi-server URI file (releases an accept no joiner reaches)
   // Install a SIGTERM handler: a group whose rank gets SIGTERM (scancel of its extension job,
   // preemption) leaves at the next rescale point; SIGTERM on the base group stops the job.
   bool handle_sigterm = true;

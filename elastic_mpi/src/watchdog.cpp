@@ -103,7 +103,7 @@ bool CollectiveGuard::PeersAlive(std::int64_t armed_ns) {
   int listed = 0;
   for (std::size_t r = 0; r < peers.size(); ++r) {
     if (static_cast<int>(r) == self) continue;
-    const ProbeResult probe = ProbePeer(peers[r], probe_timeout_s_);
+    const ProbeResult probe = ProbePeer(peers[r], static_cast<int>(r), probe_timeout_s_);
     if (!probe.alive) {
       Log(LogLevel::kError, "elastic_mpi", where, " did not finish within ", waited,
           " s and rank ", r, " does not answer (", probe.answer, "): a rank of the world died. Stopping this process "

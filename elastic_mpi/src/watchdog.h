@@ -57,8 +57,9 @@ class CollectiveGuard {
   void Arm(const char* what, std::uint64_t step) noexcept;
   void Disarm() noexcept;
   double timeout_s() const noexcept { return timeout_s_; }
-  // The port of this rank's liveness responder (0: none).
-  std::uint16_t port() const noexcept { return responder_ ? responder_->port() : 0; }
+  // This rank's liveness address with fresh secrets (port 0: no responder), for the exchange
+  // after a change of the world (LivenessResponder::Renew).
+  PeerAddress RenewAddress() { return responder_ ? responder_->Renew() : OwnAddress(); }
   // The world's addresses after a change (ExchangeAddresses) and this rank's index in them.
   void SetPeers(std::vector<PeerAddress> peers, int self);
 

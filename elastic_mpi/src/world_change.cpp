@@ -74,10 +74,11 @@ Status Session::Impl::AfterWorldChange(int newcomers) {
 }
 
 // Collective over the world after every change: where each rank's liveness responder listens,
-// for the collective guard's probes.
+// with fresh secrets (liveness.h), for the collective guard's probes.
 Status Session::Impl::ExchangeLiveness() {
   std::vector<detail::PeerAddress> peers;
-  if (Status s = detail::ExchangeAddresses(world, guard ? guard->port() : 0, &peers); !s.ok()) return s;
+  const detail::PeerAddress mine = guard ? guard->RenewAddress() : detail::OwnAddress();
+  if (Status s = detail::ExchangeAddresses(world, mine, &peers); !s.ok()) return s;
   if (guard) guard->SetPeers(std::move(peers), rank);
   return Status::Ok();
 }

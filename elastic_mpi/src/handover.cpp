@@ -3,9 +3,12 @@
 // themselves in Begin(), once the program has registered its own. Parents' rank 0 is the root.
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <thread>
+#include <vector>
 
 #include "check.h"
+#include "elastic/common/log.h"
 #include "memory_space.h"
 #include "session_impl.h"
 
@@ -18,9 +21,12 @@ using detail::kTagStateReceived;
 namespace {
 
 // Nonblocking broadcasts, waited for by polling: the parents' side has a deadline (a newcomer
-// that died leaves the root's send pending forever; the request is then left behind, see
-// docs/runtime.md "Deadlines of a grow"), and both sides must use the same kind of collective.
-Status BcastBytes(void* data, std::size_t bytes, int root, MPI_Comm comm, const Deadline* deadline) {
+// that died leaves the root's send pending forever), and both sides must use the same kind of
+// collective. A broadcast that misses its deadline stays pending: its request goes to `left`
+// with `storage` (which owns `data`), so that the memory MPI may still read or write outlives
+// this call (Session::Impl::ReapLeftRequests; docs/runtime.md "Deadlines of a grow").
+Status BcastBytes(void* data, std::size_t bytes, int root, MPI_Comm comm, const Deadline* deadline,
+                  const std::shared_ptr<void>& storage, std::vector<detail::LeftRequest>* left) {
   constexpr std::size_t kChunk = std::size_t{1} << 30;
   auto* p = static_cast<char*>(data);
   for (std::size_t done = 0; done < bytes || done == 0;) {
@@ -32,6 +38,7 @@ Status BcastBytes(void* data, std::size_t bytes, int root, MPI_Comm comm, const 
       ELASTIC_MPI_CHECK(MPI_Test(&request, &finished, MPI_STATUS_IGNORE));
       if (finished) break;
       if (deadline != nullptr && Clock::now() > *deadline) {
+        left->push_back({request, storage});
         return Status(ErrorKind::kTimeout, "the state hand-over did not finish in time");
       }
       std::this_thread::sleep_for(std::chrono::microseconds(200));
@@ -43,19 +50,29 @@ Status BcastBytes(void* data, std::size_t bytes, int root, MPI_Comm comm, const 
 }
 
 // A registered buffer over the inter-communicator; a device buffer through a host copy.
-Status BcastBuffer(Buffer& b, int root, MPI_Comm comm, bool receiving, const Deadline* deadline) {
-  auto view = detail::HostView::Of(b.data, b.bytes, b.space, /*fill=*/!receiving);
-  if (!view.ok()) return view.status();
-  if (Status s = BcastBytes(view.value().data(), b.bytes, root, comm, deadline); !s.ok()) return s;
-  return receiving ? view.value().WriteBack() : Status::Ok();
+Status BcastBuffer(Buffer& b, int root, MPI_Comm comm, bool receiving, const Deadline* deadline,
+                   std::vector<detail::LeftRequest>* left) {
+  auto made = detail::HostView::Of(b.data, b.bytes, b.space, /*fill=*/!receiving);
+  if (!made.ok()) return made.status();
+  auto view = std::make_shared<detail::HostView>(std::move(made).value());
+  if (Status s = BcastBytes(view->data(), b.bytes, root, comm, deadline, view, left); !s.ok()) return s;
+  return receiving ? view->WriteBack() : Status::Ok();
 }
 
-// Broadcast of a string: length, then bytes.
-Status BcastString(std::string* s, int root, MPI_Comm comm, bool receiving, const Deadline* deadline) {
-  std::uint64_t len = receiving ? 0 : s->size();
-  if (Status st = BcastBytes(&len, sizeof len, root, comm, deadline); !st.ok()) return st;
-  if (receiving) s->resize(len);
-  return BcastBytes(s->data(), len, root, comm, deadline);
+// Broadcast of a string: length, then bytes (both in storage that may outlive the call).
+Status BcastString(std::string* s, int root, MPI_Comm comm, bool receiving, const Deadline* deadline,
+                   std::vector<detail::LeftRequest>* left) {
+  struct Wire {
+    std::uint64_t len = 0;
+    std::string text;
+  };
+  auto wire = std::make_shared<Wire>();
+  if (!receiving) *wire = {s->size(), *s};
+  if (Status st = BcastBytes(&wire->len, sizeof wire->len, root, comm, deadline, wire, left); !st.ok()) return st;
+  if (receiving) wire->text.resize(wire->len);
+  if (Status st = BcastBytes(wire->text.data(), wire->len, root, comm, deadline, wire, left); !st.ok()) return st;
+  if (receiving) *s = std::move(wire->text);
+  return Status::Ok();
 }
 
 // A newcomer's hand-over that missed its deadline: the parents have abandoned this grow.
@@ -121,9 +138,9 @@ Status Session::Impl::ApplyMeta(const std::string& text, MPI_Comm inter) {
 Status Session::Impl::SendState(MPI_Comm inter, std::uint32_t new_group, Clock::time_point deadline) {
   const int root = rank == 0 ? MPI_ROOT : MPI_PROC_NULL;
   std::string meta = MetaJson(new_group);
-  if (Status s = BcastString(&meta, root, inter, false, &deadline); !s.ok()) return s;
+  if (Status s = BcastString(&meta, root, inter, false, &deadline, &left_requests); !s.ok()) return s;
   for (Buffer& b : buffers) {
-    if (Status s = BcastBuffer(b, root, inter, false, &deadline); !s.ok()) return s;
+    if (Status s = BcastBuffer(b, root, inter, false, &deadline, &left_requests); !s.ok()) return s;
   }
   return Status::Ok();
 }
@@ -180,7 +197,7 @@ Status Session::Impl::ReceiveState(MPI_Comm inter) {
   // The parents abandon a grow whose hand-over misses their deadline: a newcomer gives up too.
   const Deadline deadline = detail::After(options.grow_phase_timeout_s);
   for (Buffer& b : buffers) {
-    if (Status s = BcastBuffer(b, 0, inter, true, &deadline); !s.ok()) return NoState(s);
+    if (Status s = BcastBuffer(b, 0, inter, true, &deadline, &left_requests); !s.ok()) return NoState(s);
   }
   return TellParents(inter, kTagStateReceived);
 }
@@ -189,12 +206,28 @@ Status Session::Impl::ReceiveState(MPI_Comm inter) {
 Status Session::Impl::AfterMerge(MPI_Comm inter, MPI_Comm merged) {
   std::string meta;
   const Deadline deadline = detail::After(options.grow_phase_timeout_s);
-  if (Status s = BcastString(&meta, 0, inter, true, &deadline); !s.ok()) return NoState(s);
+  if (Status s = BcastString(&meta, 0, inter, true, &deadline, &left_requests); !s.ok()) return NoState(s);
   if (Status s = AdoptWorld(merged); !s.ok()) return s;
   if (Status s = ApplyMeta(meta, inter); !s.ok()) return s;
   newcomer = true;
   pending_inter = inter;
   return Status::Ok();
+}
+
+void Session::Impl::ReapLeftRequests(bool at_end) {
+  std::erase_if(left_requests, [](detail::LeftRequest& r) {
+    int finished = 0;
+    return MPI_Test(&r.request, &finished, MPI_STATUS_IGNORE) != MPI_SUCCESS || finished != 0;
+  });
+  if (!at_end || left_requests.empty()) return;
+  // MPI allows neither MPI_Cancel nor MPI_Request_free on a collective's request, and
+  // MPI_Finalize may still touch it: its storage stays for the rest of the process (reachable,
+  // not leaked).
+  Log(LogLevel::kVerbose, detail::kComponent, left_requests.size(),
+      " broadcast(s) of abandoned grows still pending at the end; their storage is kept");
+  static auto* kept = new std::vector<detail::LeftRequest>;
+  for (detail::LeftRequest& r : left_requests) kept->push_back(std::move(r));
+  left_requests.clear();
 }
 
 }  // namespace elastic::mpi

@@ -143,6 +143,7 @@ Session::~Session() {
   }
   s.backend.reset();
   if (s.world != MPI_COMM_NULL) MPI_Comm_free(&s.world);
+  s.ReapLeftRequests(/*at_end=*/true);
   // Inter-communicators of groups still present are disconnected only by a shrink; at the end of
   // the job MPI_Finalize cleans them up.
   if (s.own_mpi) {
@@ -193,6 +194,7 @@ Result<bool> Session::RescalePoint() {
     s.joined_at_point = false;
     return true;
   }
+  s.ReapLeftRequests(/*at_end=*/false);
   const auto start = Clock::now();
   std::array<std::int64_t, 6> packet{};
   if (s.rank == 0) {

@@ -43,6 +43,14 @@ inline Clock::time_point After(double seconds) {
 // (docs/runtime.md, "Deadlines of a grow"). Beside the join record's tags (join.h).
 inline constexpr int kTagMergeReady = 7303;
 inline constexpr int kTagStateReceived = 7304;
+
+// A broadcast of a hand-over that missed its deadline, still pending (a newcomer that died or
+// gave up never takes it; a collective's request can be neither cancelled nor freed), with the
+// storage it reads or writes: kept until MPI completes it, never freed before.
+struct LeftRequest {
+  MPI_Request request = MPI_REQUEST_NULL;
+  std::shared_ptr<void> storage;
+};
 }  // namespace detail
 
 // A registered buffer: state handed to newcomers and written to checkpoints (device memory
@@ -99,6 +107,7 @@ struct Session::Impl {
   std::unique_ptr<detail::CollectiveGuard> guard;
   MPI_Comm pending_inter = MPI_COMM_NULL;  // a newcomer's link to the parents, for Begin()
   nlohmann::json pending_manifest;         // a newcomer's view of rank 0's buffers, checked in Begin()
+  std::vector<detail::LeftRequest> left_requests;  // of abandoned hand-overs (handover.cpp)
 
   // Rank 0's commands (controller_commands.cpp).
   std::vector<Command> pending;  // commands read from elasticd or the command directory, oldest first
@@ -150,6 +159,9 @@ struct Session::Impl {
   Status TellParents(MPI_Comm inter, int tag);
   Status ReceiveState(MPI_Comm inter);
   Status AfterMerge(MPI_Comm inter, MPI_Comm merged);
+  // Tests the left requests, dropping those complete with their storage; at_end (the session's
+  // end): those still pending keep their storage for the rest of the process.
+  void ReapLeftRequests(bool at_end);
 
   // --- controller_commands.cpp
   void PollController();

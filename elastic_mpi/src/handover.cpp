@@ -199,6 +199,7 @@ Status Session::Impl::ReceiveState(MPI_Comm inter) {
   for (Buffer& b : buffers) {
     if (Status s = BcastBuffer(b, 0, inter, true, &deadline, &left_requests); !s.ok()) return NoState(s);
   }
+  TestKillAt("late-confirm", inter);
   return TellParents(inter, kTagStateReceived);
 }
 

@@ -183,7 +183,15 @@ Status Session::Begin() {
   // The parents are inside the rescale point that brought us in: our first RescalePoint() is
   // that same point, already done.
   s.joined_at_point = s.newcomer;
-  return s.AfterWorldChange(s.newcomer ? s.groups.back().size : 0);
+  if (!s.newcomer) return s.AfterWorldChange(0);
+  // Collective with the parents over the merged world, as their side of it (HandOver): if they
+  // abandoned the grow after our "state received" (it came past their deadline), nobody else is
+  // in this world and its collectives would wait forever; the watchdog ends them.
+  detail::Watchdog watchdog("the first collectives in the grown world as group " + std::to_string(s.group_id) +
+                                ", which the running world may have abandoned (rebind, liveness exchange, backend "
+                                "grow; ELASTIC_GROW_PHASE_TIMEOUT_S)",
+                            s.options.grow_phase_timeout_s);
+  return s.AfterWorldChange(s.groups.back().size);
 }
 
 Result<bool> Session::RescalePoint() {

@@ -60,7 +60,8 @@ constexpr std::array kTable{
     Tunable{"respawn_delay_s", "ELASTIC_RESPAWN_DELAY_S", "1", "pause between a shrink and the next spawn (s)"},
     Tunable{"command_dir", "ELASTIC_COMMAND_DIR", "", "directory polled for command files (tests)"},
     Tunable{"test_kill_at", "ELASTIC_TEST_KILL_AT", "",
-            "tests: a joiner's rank 0 SIGKILLs itself at this grow phase (connect, merge or state)"},
+            "tests: a joiner's rank 0 SIGKILLs itself at this grow phase (connect, merge or state) or "
+            "confirms the state late (late-confirm)"},
     Tunable{"backend", "ELASTIC_BACKEND", "auto", "collective backend: auto, mpi or nccl"},
     Tunable{"nccl_timeout_s", "ELASTIC_NCCL_TIMEOUT_S", "120",
             "deadline on NCCL communicator init, shrink, grow and finalize (s): abort on expiry"},

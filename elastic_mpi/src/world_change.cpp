@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -261,11 +262,18 @@ Status Session::Impl::Shrink(std::uint32_t group) {
 
 // Tests of the grow's deadlines: a joiner's rank 0 SIGKILLs itself where ELASTIC_TEST_KILL_AT
 // names (connect: after `ready`, before connecting; merge: accepted, before the merge; state:
-// merged, before the registered buffers arrive).
+// merged, before the registered buffers arrive); late-confirm: it receives the state but says so
+// only after the parents' deadline (they abandon the grow; the joiner must not hang).
 void Session::Impl::TestKillAt(std::string_view phase, MPI_Comm own_group) const {
   int own_rank = 0;
   MPI_Comm_rank(own_group, &own_rank);  // the group's own world, or its side of the inter-communicator
   if (options.test_kill_at != phase || own_rank != 0) return;
+  if (phase == "late-confirm") {
+    Log(LogLevel::kWarning, kComponent, "ELASTIC_TEST_KILL_AT=", phase, ": rank 0 of group ", group_id,
+        " confirms the state past the deadline");
+    std::this_thread::sleep_for(std::chrono::duration<double>(options.grow_phase_timeout_s + 2));
+    return;
+  }
   Log(LogLevel::kWarning, kComponent, "ELASTIC_TEST_KILL_AT=", phase, ": rank 0 of group ", group_id,
       " kills itself (SIGKILL)");
   std::fflush(stderr);

@@ -65,6 +65,20 @@ std::vector<config::KeySpec> Table(ControllerConfig& c) {
        [&](std::string_view v) { return Seconds(v, "controller.admin_cache", 0, 3600, c.admin_cache_s); }},
       {"scheduler.epoch", "seconds between scheduling epochs, 1-3600 (default 60)",
        [&](std::string_view v) { return Seconds(v, "scheduler.epoch", 1, 3600, c.epoch_s); }},
+      {"scheduler.event_epochs",
+       "yes: an epoch also runs soon after a job is submitted, starts or ends, or a rescale finishes (default yes)",
+       [&](std::string_view v) {
+         return Apply(config::ParseBool(v, "scheduler.event_epochs"), [&](bool b) { c.event_epochs = b; });
+       }},
+      {"scheduler.event_min_gap", "seconds, 1-3600: at most one event epoch per this time (default 2)",
+       [&](std::string_view v) { return Seconds(v, "scheduler.event_min_gap", 1, 3600, c.event_min_gap_s); }},
+      {"scheduler.watch_interval",
+       "seconds, 1-3600, between two looks at Slurm's job table for submissions, starts and ends (default 2)",
+       [&](std::string_view v) { return Seconds(v, "scheduler.watch_interval", 1, 3600, c.watch_interval_s); }},
+      {"extensions.release_hold",
+       "seconds, 0-3600: GPUs released while a job waits for their type are kept from growth this long, or until "
+       "no job waits for the type (default 120; 0: off)",
+       [&](std::string_view v) { return Seconds(v, "extensions.release_hold", 0, 3600, c.release_hold_s); }},
       {"scheduler.policy", "optimizer policy: " + optimizer::PolicyNameList(),
        [&](std::string_view v) {
          return Apply(config::ParseChoice(v, optimizer::PolicyNames(), "scheduler.policy"),

@@ -25,6 +25,12 @@ struct ControllerConfig {
   double admin_cache_s = 60;  // how long a user's role (SlurmUser, AdminLevel) is reused
   // [scheduler]
   double epoch_s = 60.0;
+  // Event epochs (epoch_trigger.h): an epoch also runs soon after a job is submitted, starts or
+  // ends, or a rescale finishes; at most one per event_min_gap_s. Slurm's job table is looked at
+  // every watch_interval_s for submissions, starts and ends.
+  bool event_epochs = true;
+  double event_min_gap_s = 2;
+  double watch_interval_s = 2;
   std::string policy = "dp";
   std::string objective = "sum";        // sum | power-mean
   double min_rescale_interval_s = 120;  // between two rescales of one job
@@ -43,6 +49,9 @@ struct ControllerConfig {
   int64_t extension_max_time_min = 1440;
   std::string launcher = "/usr/bin/elastic-launch";
   double ready_timeout_s = 300;         // an extension that does not join by then is cancelled
+  // GPUs an extension gives back while a job waits for that GPU type are kept from elasticd's own
+  // growth this long (or until no job waits for the type), so that the waiting job gets them. 0: off.
+  double release_hold_s = 120;
   // A job with less training left than this (seconds, at its current speed) is not grown;
   // negative: two epochs.
   double min_time_left_s = -1;

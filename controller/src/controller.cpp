@@ -16,7 +16,8 @@ Controller::Controller(ControllerConfig config, std::unique_ptr<Database> db, st
     : config_(std::move(config)),
       db_(std::move(db)),
       slurm_(std::move(slurm)),
-      roles_(SlurmRoleSources(slurm_.get()), config_.admin_cache_s) {
+      roles_(SlurmRoleSources(slurm_.get()), config_.admin_cache_s),
+      trigger_(config_.epoch_s, config_.event_min_gap_s) {
   paused_all_ = config_.paused;
   LoadState();
 }
@@ -25,6 +26,7 @@ void Controller::SetConfig(ControllerConfig config) {
   bool pause_changed = config.paused != config_.paused;
   config_ = std::move(config);
   roles_.SetCacheSeconds(config_.admin_cache_s);
+  trigger_.SetTimes(config_.epoch_s, config_.event_min_gap_s);
   if (pause_changed) paused_all_ = config_.paused;
 }
 

@@ -21,6 +21,7 @@
 #include "config.h"
 #include "db.h"
 #include "db_records.h"
+#include "epoch_trigger.h"
 #include "elastic/optimizer/model.h"
 #include "plan_input.h"
 #include "registry.h"
@@ -43,8 +44,17 @@ class Controller {
   // Answers one message from `uid` (already authenticated by munge). Never throws.
   nlohmann::json Handle(uid_t uid, const nlohmann::json& msg);
 
-  // One scheduling epoch. `dry_run`: plan only, enact nothing.
-  EpochResult RunEpoch(bool dry_run = false);
+  // One scheduling epoch. `dry_run`: plan only, enact nothing. `why`: what triggered it, for the log.
+  EpochResult RunEpoch(bool dry_run = false, const std::string& why = "");
+
+  // ---- events.cpp: when the next epoch runs (epoch_trigger.h)
+  // Looks at Slurm's job table when scheduler.watch_interval has passed since the last look and
+  // notes jobs submitted, started or ended since. No-op with event epochs off.
+  void Watch();
+  // Whether an epoch is due now (the period passed, or an event waits and the gap passed), and why.
+  bool EpochDue(std::string* why) const;
+  // Seconds until the timer should look again (Watch and EpochDue).
+  double SecondsUntilNextCheck() const;
   // The epoch's stages on a given view of Slurm (recorded snapshots, benchmarks): bring the
   // registry in line (unless dry_run), snapshot, plan, diff, and enact (unless dry_run).
   // `slurm_ms`: what reading `nodes` and `jobs` from slurmctld took (part of the epoch's time).
@@ -95,6 +105,11 @@ class Controller {
   Json OnSetPolicy(const Request& r);
   Json OnSnapshot(const Request& r);
 
+  // ---- events.cpp
+  // Something the plan should react to happened (a job registered, reported its first step, a
+  // rescale finished): with event epochs on, an epoch runs within scheduler.event_min_gap.
+  void NotifyEvent(const std::string& what);
+
   // ---- controller.cpp: the registry and its records
   void LoadState();
   void SaveJob(const ElasticJob& job);
@@ -144,6 +159,16 @@ class Controller {
   std::set<uint32_t> restarts_;  // ended jobs to requeue (state 'restart' in the DB)
   bool paused_all_ = false;
   int64_t epochs_ = 0;
+  // GPUs released for waiting jobs, per node, kept from growth until `until` (epoch.cpp).
+  struct Hold {
+    int gpus = 0;
+    double until = 0;
+  };
+  std::map<std::string, Hold> holds_;
+  EpochTrigger trigger_;
+  JobTableSummary seen_jobs_;  // the job table at the last epoch or look (events.cpp)
+  time_t jobs_since_ = 0;      // slurmctld's update time of that table
+  double last_watch_ = 0;
 };
 
 }  // namespace elastic::controller

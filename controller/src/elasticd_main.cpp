@@ -2,6 +2,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
@@ -184,20 +185,24 @@ int Run(const std::string& path) {
   Log(LogLevel::kInfo, "", "elasticd ", ELASTIC_VERSION_STRING, " listening on ", cfg.value().listen.ToString(),
       ", epoch ", ctl.config().epoch_s, " s, policy ", ctl.config().policy);
 
+  // One timer: it looks at Slurm's job table on its interval and runs an epoch when one is due
+  // (the period passed, or an event waits: epoch_trigger.h).
   boost::asio::steady_timer epoch(io);
-  std::function<void(std::chrono::milliseconds)> schedule = [&](std::chrono::milliseconds delay) {
-    epoch.expires_after(delay);
+  std::function<void(double)> schedule = [&](double delay_s) {
+    epoch.expires_after(std::chrono::milliseconds(std::max<int64_t>(10, static_cast<int64_t>(delay_s * 1000))));
     epoch.async_wait([&](boost::system::error_code ec) {
       if (ec) return;
       try {
-        ctl.RunEpoch();
+        ctl.Watch();
+        std::string why;
+        if (ctl.EpochDue(&why)) ctl.RunEpoch(false, why);
       } catch (const std::exception& e) {
         Log(LogLevel::kError, "epoch", "epoch failed: ", e.what());
       }
-      schedule(std::chrono::milliseconds(static_cast<int64_t>(ctl.config().epoch_s * 1000)));
+      schedule(ctl.SecondsUntilNextCheck());
     });
   };
-  schedule(std::chrono::milliseconds(1000));
+  schedule(1.0);
 
   boost::asio::signal_set signals(io, SIGTERM, SIGINT, SIGHUP);
   std::function<void()> wait_signal = [&] {

@@ -36,7 +36,7 @@ struct Controller::FreeGpus {
   std::map<std::string, std::set<std::pair<int, std::string>>> by_free;  // (-free, name)
 
   FreeGpus(const std::vector<NodeInfo>& nodes, const Registry& registry,
-           const std::map<uint32_t, const JobInfo*>& by_id) {
+           const std::map<uint32_t, const JobInfo*>& by_id, const std::map<std::string, Hold>& holds) {
     std::unordered_map<std::string, std::string> type_of;
     for (const auto& n : nodes) {
       if (n.usable && !n.draining) {
@@ -50,16 +50,22 @@ struct Controller::FreeGpus {
         free[e.node] = std::max(0, free[e.node] - e.gpus);
       }
     }
+    for (const auto& [node, hold] : holds) {  // released for a waiting job: not for growth
+      if (free.count(node)) free[node] = std::max(0, free[node] - hold.gpus);
+    }
     for (const auto& [name, f] : free) {
       if (f > 0) by_free[type_of[name]].insert({-f, name});
     }
   }
 };
 
-EpochResult Controller::RunEpoch(bool dry_run) {
+EpochResult Controller::RunEpoch(bool dry_run, const std::string& why) {
   auto t0 = Clock::now();
+  if (!dry_run) trigger_.Ran(Now());
   auto nodes_r = slurm_->LoadNodes();
   auto jobs_r = slurm_->LoadJobs();
+  if (jobs_r.ok()) seen_jobs_ = SummarizeJobs(jobs_r.value());  // what this epoch saw is no event
+  if (!why.empty() && why != "period") Log(LogLevel::kVerbose, kComponent, "epoch now: ", why);
   if (!nodes_r.ok() || !jobs_r.ok()) {
     Log(LogLevel::kWarning, kComponent, "epoch skipped: ", (!nodes_r.ok() ? nodes_r.status() : jobs_r.status()).message());
     EpochResult skipped;
@@ -90,6 +96,20 @@ EpochResult Controller::Epoch(const std::vector<NodeInfo>& nodes, const std::vec
   auto t_diff = Clock::now();
   nlohmann::json decisions = DiffAndEnact(in, plan, nodes, by_id, dry_run, now);
   result.stage_ms["diff"] = MsSince(t_diff);
+  if (!dry_run && !in.waiting_types.empty()) {
+    // A job waits, and jobs that just rescaled may not move yet: look again when the first may.
+    double first = 0;
+    uint32_t which = 0;
+    for (uint32_t id : in.frozen_jobs) {
+      const ElasticJob& job = registry_.jobs.at(id);
+      const double at = job.last_rescale_at + config_.min_rescale_interval_s;
+      if (!job.paused && at > now && (first == 0 || at < first)) {
+        first = at;
+        which = id;
+      }
+    }
+    if (first != 0) trigger_.NotifyAt(first, "job " + std::to_string(which) + " may rescale again");
+  }
   result.stage_ms["slurm"] = slurm_ms;
   result.duration_ms = MsSince(t0) + slurm_ms;  // what the epoch row and the log report
 
@@ -166,7 +186,13 @@ nlohmann::json Controller::DiffAndEnact(const PlanInput& in, const std::optional
   if (plan) {
     for (const auto& a : plan->assignments) assignment[a.job_id] = &a;
   }
-  FreeGpus free(nodes, registry_, by_id);
+  // Holds end when their time is up, or when no job waits for their GPU type any more (it started).
+  std::erase_if(holds_, [&](const auto& h) {
+    auto nit = in.node_by_name.find(h.first);
+    return h.second.until <= now || nit == in.node_by_name.end() ||
+           (!in.waiting_types.count(nit->second->gpu_type) && !in.waiting_types.count(""));
+  });
+  FreeGpus free(nodes, registry_, by_id, holds_);
   nlohmann::json decisions = nlohmann::json::array();
   for (uint32_t id : in.elastic_order) {
     ElasticJob& job = registry_.jobs.at(id);
@@ -293,7 +319,14 @@ void Controller::Shrink(ElasticJob& job, const PlanInput& in, int current, int t
   }
   d["groups"] = leaving;
   if (dry_run) return;
+  const bool someone_waits = in.waiting_types.count(job.gpu_type) > 0 || in.waiting_types.count("") > 0;
   for (Extension* e : chosen) {
+    if (someone_waits && config_.release_hold_s > 0) {
+      Hold& h = holds_[e->node];
+      h.gpus += e->gpus;
+      h.until = now + config_.release_hold_s;
+      d["held_for_waiting_jobs_s"] = config_.release_hold_s;
+    }
     if (e->state == ExtState::kJoined) {
       int from = registry_.CurrentGpus(job);
       e->MoveTo(ExtState::kLeaving);

@@ -283,6 +283,7 @@ nlohmann::json Controller::OnMetrics(const Request& r) {
   job.metrics_at = Now();
   ++job.metrics_received;
   SaveJob(job);
+  if (job.metrics_received == 1) NotifyEvent("job " + std::to_string(job.id) + " reported its first step");
   return Json::object();
 }
 
@@ -342,6 +343,9 @@ nlohmann::json Controller::OnAck(const Request& r) {
   if (r.msg.contains("global_batch") && r.msg["global_batch"].is_number_integer()) job.batch = r.msg["global_batch"];
   if (double lr = Field<double>(r.msg, "lr_factor", 0.0); std::isfinite(lr) && lr > 0) job.lr_factor = lr;
   SaveJob(job);
+  if (action == "grow" || action == "shrink") {
+    NotifyEvent("job " + std::to_string(job.id) + (ok ? " finished a " : " failed a ") + action);
+  }
   return Json::object();
 }
 
@@ -376,12 +380,15 @@ nlohmann::json Controller::OnLeft(const Request& r) {
   EndExtension(*e, ExtState::kLeft, Field<std::string>(r.msg, "reason", "left"), true);
   job.last_rescale_at = Now();
   SaveJob(job);
+  NotifyEvent("job " + std::to_string(job.id) + ": group " + std::to_string(group) + " left");
   return Json::object();
 }
 
 nlohmann::json Controller::OnEnded(const Request& r) {
   ElasticJob& job = *r.job;
+  const uint32_t id = job.id;
   EndJob(job, "ended (exit code " + std::to_string(Field<int>(r.msg, "exit_code", 0)) + ")");
+  NotifyEvent("job " + std::to_string(id) + " ended");
   return Json::object();
 }
 
@@ -440,6 +447,7 @@ nlohmann::json Controller::OnPause(const Request& r) {
   job.paused = pause;
   SaveJob(job);
   Audit(r.uid, pause ? "pause" : "resume", job.id, detail);
+  NotifyEvent(std::string(pause ? "pause" : "resume") + " of job " + std::to_string(job.id));
   return Json::object();
 }
 
@@ -447,6 +455,7 @@ nlohmann::json Controller::OnPauseAll(const Request& r) {
   const bool pause = r.type == "pause_all";
   paused_all_ = pause;
   Audit(r.uid, pause ? "pause_all" : "resume_all", 0, {{"as", r.as.value_or("")}});
+  NotifyEvent(pause ? "pause_all" : "resume_all");
   return Json::object();
 }
 
@@ -456,6 +465,7 @@ nlohmann::json Controller::OnSetPolicy(const Request& r) {
   if (!policy.ok()) throw Refuse(ErrorKind::kInvalidArgument, policy.status().message());
   config_.policy = name;
   Audit(r.uid, "set_policy", 0, {{"policy", name}, {"as", r.as.value_or("")}});
+  NotifyEvent("policy " + name);
   return Json::object();
 }
 

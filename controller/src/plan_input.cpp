@@ -158,6 +158,7 @@ PlanInput BuildPlanInput(const Registry& registry, const std::vector<NodeInfo>& 
     if (j.state != SlurmJobState::kPending || !j.waits_for_resources || j.gpus == 0) continue;
     if (extension_jobs.count(j.id) || contract::IsExtensionComment(j.admin_comment)) continue;
     optimizer::Job oj = WaitingJob(j, capacity, config.pending_weight);
+    for (const auto& o : oj.options) in.waiting_types.insert(o.gpu_type);
     if (!oj.options.empty()) snap.jobs.push_back(std::move(oj));
   }
   for (const auto& [type, cap] : capacity) {

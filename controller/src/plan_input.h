@@ -27,6 +27,7 @@ struct PlanInput {
   std::map<uint32_t, double> finishing;       // jobs not grown because they are about to finish: time left
   std::set<uint32_t> no_step;                 // jobs not grown because their program reported no step yet
   std::map<uint32_t, std::map<int, int64_t>> batch_at;  // each elastic job's batch per GPU count (its options)
+  std::set<std::string> waiting_types;        // GPU types a pending job waits for ("" included: any type)
 
   int GpusPerNode(const std::string& type) const {
     auto it = gpus_per_node.find(type);

@@ -144,6 +144,21 @@ Result<std::vector<JobInfo>> SlurmAdapter::LoadJobs() {
   return jobs;
 }
 
+Result<std::optional<std::vector<JobInfo>>> SlurmAdapter::LoadJobsIfChanged(time_t* since) {
+  Timed t("slurm_load_jobs(changed)");
+  job_info_msg_t* msg = nullptr;
+  if (slurm_load_jobs(*since, &msg, SHOW_ALL) != SLURM_SUCCESS) {
+    if (SlurmErrno() == SLURM_NO_CHANGE_IN_DATA) return std::optional<std::vector<JobInfo>>();
+    return SlurmError("cannot load jobs");
+  }
+  *since = msg->last_update;
+  std::vector<JobInfo> jobs;
+  jobs.reserve(msg->record_count);
+  for (uint32_t i = 0; i < msg->record_count; ++i) jobs.push_back(FromRecord(msg->job_array[i]));
+  slurm_free_job_info_msg(msg);
+  return std::optional<std::vector<JobInfo>>(std::move(jobs));
+}
+
 Result<JobInfo> SlurmAdapter::LoadJob(uint32_t job_id) {
   Timed t("slurm_load_job");
   job_info_msg_t* msg = nullptr;

@@ -7,7 +7,9 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <ctime>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -85,6 +87,10 @@ class SlurmAdapter {
 
   Result<std::vector<NodeInfo>> LoadNodes();
   Result<std::vector<JobInfo>> LoadJobs();
+  // The job table if slurmctld changed it after `*since` (its last update time; 0: any), else
+  // nullopt; `*since` becomes the table's update time. For the watch between epochs: an unchanged
+  // table costs slurmctld one short answer.
+  Result<std::optional<std::vector<JobInfo>>> LoadJobsIfChanged(time_t* since);
   Result<JobInfo> LoadJob(uint32_t job_id);  // kNotFound when slurmctld no longer knows it
 
   // Submits a held extension job (priority 0) and returns its id.

@@ -70,9 +70,11 @@ class ElasticdTestCase(ClusterTestCase):
     jobs appended to self.jobs are cancelled and waited for afterwards."""
 
     EPOCH = 3
+    EXTRA = ""  # more elasticd.conf lines
 
     def setUp(self):
-        self.d = Elasticd(self.id().split(".")[-1], epoch=self.EPOCH, min_rescale_interval=2 * self.EPOCH).start()
+        self.d = Elasticd(self.id().split(".")[-1], epoch=self.EPOCH, min_rescale_interval=2 * self.EPOCH,
+                          extra=self.EXTRA).start()
         self.jobs = []
 
     def tearDown(self):

@@ -15,6 +15,10 @@ EPOCH = ElasticdTestCase.EPOCH
 
 
 class ElasticEndToEndTest(ElasticdTestCase):
+    # Strong hysteresis: on this oversubscribed test machine the measured speed of a job at 4 and
+    # at 6 ranks is noise, and the plan may trade one for the other; the test is about a waiting
+    # job and an extension cancelled from outside, not about that choice.
+    EXTRA = "[scheduler]\nmin_gain_percent = 50\n"
 
     def registered(self, job):
         wait_until(lambda: status().get(job, {}).get("launcher_ready"), 60, f"job {job} to register its launcher")
@@ -25,8 +29,11 @@ class ElasticEndToEndTest(ElasticdTestCase):
         self.jobs += [a, c]
         self.registered(a)
         self.registered(c)
+        # A job grows once its program reported a step; the first step is an event, so within the
+        # event gap and one epoch after it the controller submits extension jobs for both, as their owner.
+        wait_until(lambda: all(status().get(j, {}).get("metrics_received", 0) > 0 for j in (a, c)), 60,
+                   "the first steps of both jobs")
         t0 = time.time()
-        # Within two epochs the controller submits extension jobs for both, as their owner.
         wait_until(lambda: extension_jobs(a) and extension_jobs(c), 2 * EPOCH + 2, "extension jobs of both jobs")
         self.assertLess(time.time() - t0, 2 * EPOCH + 2)
         for parent in (a, c):

@@ -5,23 +5,54 @@
 // pause_s = the time the parent does not train: from entering the rescale point to the end of
 // its first collective at the new size (newcomers must have received the state by then).
 //
-// Usage (bench/run_bench.sh does both):
+// Usage (tests/elastic_mpi/run_bench.sh does both):
 //   mpirun -np 4 elastic-mpi-bench --allreduce-only        prints {"launched_allreduce_s": X}
 //   mpirun -np 2 elastic-mpi-bench [--launched-allreduce-s X] [--state-mb 100]
 // The schedule 2->3->2->4->2->6->2 is built in (ELASTIC_SCHEDULE is ignored); the steps between
 // changes last longer than the respawn delay, so no grow waits for it.
+//
+// Targets (docs/runtime.md, "Measured"; docs/results.md, "Benchmark targets"): grow1 pause_s <= 0.5,
+// grow4 <= 1, shrink (4 leave) <= 0.1, merged_allreduce ratio <= 1.2 (checked only when
+// --launched-allreduce-s gives the launched world's figure). A case with a target carries
+// "targets" and "met" on its line; rank 0 exits 1 with one line naming every missed target (a
+// case that never ran misses). ELASTIC_BENCH_TIGHTEN=F (>= 1) divides every limit by F.
 #include <mpi.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "elastic/common/bench_target.h"
 #include "elastic_mpi/session.h"
 
 namespace {
+
+namespace bench = elastic::bench;
+
+// The stated targets of the cases that have one: pause_s at most this (s).
+const std::map<std::string, double> kPauseTargetS{{"grow1", 0.5}, {"grow4", 1.0}, {"shrink", 0.1}};
+constexpr double kMergedAllreduceRatio = 1.2;  // merged / launched, at most
+
+// Prints case `name`'s line: its figures (`fields`: JSON members without braces) and, when `checks`
+// is not empty, "targets" and "met". Adds the missed checks to `missed`.
+void PrintCase(const std::string& name, const std::string& fields, const std::vector<bench::TargetCheck>& checks,
+               double factor, std::string& missed) {
+  std::string tail;
+  if (!checks.empty()) {
+    nlohmann::json extra = nlohmann::json::object();
+    bench::AddChecks(extra, checks, factor);
+    for (const auto& [key, value] : extra.items()) tail += ", \"" + key + "\": " + value.dump();
+    if (const std::string m = bench::Missed(checks); !m.empty()) missed += (missed.empty() ? "" : "; ") + name + " " + m;
+  }
+  std::printf("{%s%s}\n", fields.c_str(), tail.c_str());
+  std::fflush(stdout);
+}
 
 using Clock = std::chrono::steady_clock;
 constexpr int kAllreduceDoubles = 64 * 1024;  // 512 KB, as in the measurements of the notes
@@ -50,6 +81,12 @@ double TimeAllreduce(MPI_Comm comm, elastic::mpi::CollectiveBackend* backend = n
 }  // namespace
 
 int main(int argc, char** argv) {
+  const elastic::Result<double> tighten = bench::TightenFactor();
+  if (!tighten.ok()) {
+    std::fprintf(stderr, "elastic-mpi-bench: %s\n", tighten.status().message().c_str());
+    return 2;
+  }
+  const double factor = tighten.value();
   bool allreduce_only = false;
   double launched_s = 0;
   std::size_t state_mb = 100;
@@ -97,6 +134,8 @@ int main(int argc, char** argv) {
   }
   const std::uint64_t steps = 12 * 7;
   bool merged_done = false;
+  std::string missed;                          // rank 0: the missed targets
+  std::map<std::string, bool> measured;        // rank 0: the targeted cases that ran
   while (session->step() < steps || session->newcomer()) {
     const auto start = Clock::now();
     auto changed = session->RescalePoint();
@@ -116,27 +155,64 @@ int main(int argc, char** argv) {
                                                : "shrink" + std::to_string(-delta);
         std::string phases;
         for (const auto& [k, v] : info.phases) phases += (phases.empty() ? "" : ", ") + ("\"" + k + "\": " + std::to_string(v));
-        std::printf("{\"case\": \"%s\", \"pause_s\": %.4f, \"from\": %d, \"to\": %d, \"state_mb\": %zu, \"phases\": {%s}}\n",
-                    name.c_str(), pause, info.old_size, info.new_size, state_mb, phases.c_str());
+        auto checks_of = [&](const std::string& c) {
+          std::vector<bench::TargetCheck> checks;
+          if (auto t = kPauseTargetS.find(c); t != kPauseTargetS.end()) {
+            checks.push_back(bench::Check("pause_s", pause, bench::Bound::kAtMost, t->second, factor));
+            measured[c] = true;
+          }
+          return checks;
+        };
+        char fields[1024];  // a few phases of a few dozen characters each
+        std::snprintf(fields, sizeof fields,
+                      "\"case\": \"%s\", \"pause_s\": %.4f, \"from\": %d, \"to\": %d, \"state_mb\": %zu, \"phases\": {%s}",
+                      name.c_str(), pause, info.old_size, info.new_size, state_mb, phases.c_str());
+        PrintCase(name, fields, checks_of(name), factor, missed);
         if (name == "shrink4") {  // the case the issue names "shrink": the largest group leaving
-          std::printf("{\"case\": \"shrink\", \"pause_s\": %.4f, \"leavers\": 4, \"state_mb\": %zu}\n", pause, state_mb);
+          std::snprintf(fields, sizeof fields, "\"case\": \"shrink\", \"pause_s\": %.4f, \"leavers\": 4, \"state_mb\": %zu",
+                        pause, state_mb);
+          PrintCase("shrink", fields, checks_of("shrink"), factor, missed);
         }
-        std::fflush(stdout);
       }
       if (session->size() == 4 && !merged_done) {
         merged_done = true;
         const double merged = TimeAllreduce(session->world(), &session->backend());
         if (session->rank() == 0) {
-          std::printf("{\"case\": \"merged_allreduce\", \"pause_s\": 0, \"ratio\": %.3f, \"merged_s\": %.6g, "
-                      "\"launched_s\": %.6g, \"ranks\": 4, \"bytes\": %d}\n",
-                      launched_s > 0 ? merged / launched_s : 0.0, merged, launched_s,
-                      kAllreduceDoubles * 8);
-          std::fflush(stdout);
+          char fields[1024];
+          std::vector<bench::TargetCheck> checks;
+          if (launched_s > 0) {  // side by side: the world launched at 4 ranks, measured just before
+            const double ratio = merged / launched_s;
+            std::snprintf(fields, sizeof fields,
+                          "\"case\": \"merged_allreduce\", \"pause_s\": 0, \"ratio\": %.3f, \"merged_s\": %.6g, "
+                          "\"launched_s\": %.6g, \"ranks\": 4, \"bytes\": %d",
+                          ratio, merged, launched_s, kAllreduceDoubles * 8);
+            checks.push_back(bench::Check("ratio", ratio, bench::Bound::kAtMost, kMergedAllreduceRatio, factor));
+            measured["merged_allreduce"] = true;
+          } else {
+            std::snprintf(fields, sizeof fields,
+                          "\"case\": \"merged_allreduce\", \"pause_s\": 0, \"ratio\": null, \"merged_s\": %.6g, "
+                          "\"launched_s\": null, \"ranks\": 4, \"bytes\": %d, "
+                          "\"note\": \"no --launched-allreduce-s: no ratio, no target checked\"",
+                          merged, kAllreduceDoubles * 8);
+          }
+          PrintCase("merged_allreduce", fields, checks, factor, missed);
         }
       }
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     if (session->step() >= steps) break;
+  }
+  if (session->rank() == 0 && !session->newcomer()) {
+    std::vector<std::string> cases;
+    for (const auto& [c, limit] : kPauseTargetS) cases.push_back(c);
+    if (launched_s > 0) cases.push_back("merged_allreduce");
+    for (const std::string& c : cases) {
+      if (!measured[c]) missed += (missed.empty() ? "" : "; ") + c + " not measured (the case did not run)";
+    }
+    if (!missed.empty()) {
+      std::fprintf(stderr, "elastic-mpi-bench: missed target: %s\n", missed.c_str());
+      return 1;
+    }
   }
   return 0;
 }

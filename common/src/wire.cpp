@@ -308,6 +308,11 @@ Result<nlohmann::json> Client::Call(nlohmann::json request, std::chrono::millise
   auto reply = ParseMessage(decoded.value().payload);
   if (!reply.ok()) return reply.status();
   const auto& r = reply.value();
+  // Id 0 with ok false: the server refused the request before it could read its id (over a
+  // limit, oversized, unauthenticated); that refusal is the answer.
+  bool refusal = r.value("type", "") == "reply" && r.contains("id") && r["id"].is_number_integer() &&
+                 r["id"].get<int64_t>() == 0 && r.contains("ok") && r["ok"].is_boolean() && !r["ok"].get<bool>();
+  if (refusal) return reply;
   if (r.value("type", "") != "reply" || !r.contains("id") || !r["id"].is_number_integer() ||
       r["id"].get<int64_t>() != id) {
     return Status(ErrorKind::kProtocol, "reply does not answer request " + std::to_string(id));

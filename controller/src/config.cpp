@@ -63,6 +63,37 @@ std::vector<config::KeySpec> Table(ControllerConfig& c) {
       {"controller.admin_cache",
        "seconds a user's role (AdminLevel from slurmdbd, SlurmUser) is reused, 0-3600 (default 60; 0: ask every time)",
        [&](std::string_view v) { return Seconds(v, "controller.admin_cache", 0, 3600, c.admin_cache_s); }},
+      {"controller.max_connections",
+       "connections elasticd keeps open at once, 1-1000000 (default 4096; at most what the open-file limit allows)",
+       [&](std::string_view v) {
+         return Apply(config::ParseInt(v, 1, 1000000, "controller.max_connections"),
+                      [&](int64_t n) { c.server.max_connections = n; });
+       }},
+      {"controller.max_connections_per_user",
+       "connections one uid may hold open, root excepted, 1-1000000 (default 1024; each running job's runtime holds one)",
+       [&](std::string_view v) {
+         return Apply(config::ParseInt(v, 1, 1000000, "controller.max_connections_per_user"),
+                      [&](int64_t n) { c.server.max_connections_per_user = n; });
+       }},
+      {"controller.max_unauthenticated_per_address",
+       "connections from one address that have not sent their first message yet, 1-1000000 (default 256)",
+       [&](std::string_view v) {
+         return Apply(config::ParseInt(v, 1, 1000000, "controller.max_unauthenticated_per_address"),
+                      [&](int64_t n) { c.server.max_unauthenticated_per_address = n; });
+       }},
+      {"controller.max_unauthenticated_mib",
+       "MiB of requests elasticd reads at once before munge has authenticated them, 1-4096 (default 16)",
+       [&](std::string_view v) {
+         return Apply(config::ParseInt(v, 1, 4096, "controller.max_unauthenticated_mib"),
+                      [&](int64_t n) { c.server.max_unauthenticated_bytes = n << 20; });
+       }},
+      {"controller.frame_timeout",
+       "seconds a client may take to send the rest of a started frame, and a new connection its first "
+       "message, 1-299 (default 10)",
+       [&](std::string_view v) {
+         return Apply(config::ParseInt(v, 1, 299, "controller.frame_timeout"),
+                      [&](int64_t n) { c.server.frame_timeout = std::chrono::seconds(n); });
+       }},
       {"scheduler.epoch", "seconds between scheduling epochs, 1-3600 (default 60)",
        [&](std::string_view v) { return Seconds(v, "scheduler.epoch", 1, 3600, c.epoch_s); }},
       {"scheduler.event_epochs",

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "connection_limits.h"
 #include "elastic/common/config.h"
 #include "elastic/common/error.h"
 
@@ -23,6 +24,7 @@ struct ControllerConfig {
   std::string log_level = "info";
   std::string log_file;  // empty: standard error
   double admin_cache_s = 60;  // how long a user's role (SlurmUser, AdminLevel) is reused
+  ServerLimits server;        // connection caps, unauthenticated bytes, frame timeout
   // [scheduler]
   double epoch_s = 60.0;
   // Event epochs (epoch_trigger.h): an epoch also runs soon after a job is submitted, starts or

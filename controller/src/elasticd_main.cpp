@@ -60,6 +60,10 @@ int CheckConfig(const std::string& path) {
                  site.value().plugstack.c_str(), site.value().controller.ToString().c_str(),
                  cfg.value().listen.ToString().c_str());
   }
+  // Checked under the limits elasticd itself will have (systemd runs ExecStartPre with them).
+  if (std::string shortfall = DescriptorShortfall(cfg.value().server.max_connections); !shortfall.empty()) {
+    std::fprintf(stderr, "elasticd: warning: %s\n", shortfall.c_str());
+  }
   std::printf("%s: configuration is valid\n", path.c_str());
   return kExitOk;
 }
@@ -176,7 +180,9 @@ int Run(const std::string& path) {
   ctl.Reconcile();
 
   boost::asio::io_context io;
-  Server server(io, cfg.value().munge_socket, [&](uid_t uid, const nlohmann::json& msg) { return ctl.Handle(uid, msg); });
+  Server server(
+      io, cfg.value().munge_socket, [&](uid_t uid, const nlohmann::json& msg) { return ctl.Handle(uid, msg); },
+      cfg.value().server);
   s = server.Listen(cfg.value().listen);
   if (!s.ok()) {
     Log(LogLevel::kError, "", s.message());
@@ -220,6 +226,7 @@ int Run(const std::string& path) {
           try {
             ApplyLogging(fresh.value());
             ctl.SetConfig(fresh.value());
+            server.SetLimits(fresh.value().server);
             Log(LogLevel::kInfo, "", "configuration reloaded from ", path);
           } catch (const Error& e) {
             Log(LogLevel::kError, "", "reload refused, keeping the running configuration: ", e.what());

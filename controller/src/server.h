@@ -1,10 +1,14 @@
 // The runtime channel: a TCP server of length-prefixed, munge-signed JSON messages
 // (docs/interfaces.md, section 3). Boost.Asio on one thread; each request is decoded,
-// authenticated and handed to the handler, whose reply is signed and sent back.
+// authenticated and handed to the handler, whose reply is signed and sent back. What the
+// network may hold is bounded (connection_limits.h): connections in all, per uid and per
+// address before authentication, unauthenticated body bytes, a started frame's time; a failing
+// accept (no descriptors left) backs off instead of spinning.
 #pragma once
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -14,8 +18,10 @@
 #include <boost/asio.hpp>
 #include <nlohmann/json.hpp>
 
+#include "connection_limits.h"
 #include "elastic/common/config.h"
 #include "elastic/common/error.h"
+#include "log_throttle.h"
 
 namespace elastic::controller {
 
@@ -23,28 +29,48 @@ class Server {
  public:
   using Handler = std::function<nlohmann::json(uid_t uid, const nlohmann::json& msg)>;
 
-  Server(boost::asio::io_context& io, const std::string& munge_socket, Handler handler);
+  Server(boost::asio::io_context& io, const std::string& munge_socket, Handler handler,
+         ServerLimits limits = ServerLimits());
   ~Server();
   // Binds and listens; kUnavailable when the address is taken.
   Status Listen(const config::HostPort& address);
   // The bound port (useful with port 0 in tests).
   uint16_t port() const;
   void Stop();
+  // New limits for what comes next (a reload); max_connections is lowered to what the
+  // open-file limit allows, with a warning.
+  void SetLimits(ServerLimits limits);
 
   struct Stats {
     uint64_t requests = 0;
-    uint64_t refused = 0;  // malformed, oversized, unauthenticated
+    uint64_t refused = 0;              // malformed, oversized, unauthenticated, over a limit
+    uint64_t refused_connections = 0;  // of those: over a connection cap or the byte budget
+    uint64_t frame_timeouts = 0;       // connections closed in the middle of a frame
+    uint64_t accept_failures = 0;      // accept() errors (no descriptors left, ...)
   };
   const Stats& stats() const { return stats_; }
+  const ConnectionLimits& limits() const { return *limits_; }
 
  private:
   class Connection;
+  enum class Throttled { kRefusal, kTimeout, kCount };
   void Accept();
+  void AcceptFailed(const boost::system::error_code& ec);
+  void LogThrottled(Throttled kind, const std::string& text);
+
   boost::asio::io_context& io_;
   boost::asio::ip::tcp::acceptor acceptor_;
+  boost::asio::steady_timer accept_retry_;
   std::string munge_socket_;
   Handler handler_;
+  // Shared with the connections, which give back what they hold even when they outlive the server.
+  std::shared_ptr<ConnectionLimits> limits_ = std::make_shared<ConnectionLimits>();
   Stats stats_;
+  LogThrottle throttles_[static_cast<int>(Throttled::kCount)];
+  // The current episode of failing accepts: when it began and the next wait.
+  std::chrono::steady_clock::time_point accept_failing_since_{};
+  std::chrono::milliseconds accept_backoff_{0};  // 0: accepting normally
+  uint64_t accept_episode_failures_ = 0;
 };
 
 }  // namespace elastic::controller

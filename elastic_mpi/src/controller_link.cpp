@@ -38,7 +38,6 @@ Result<nlohmann::json> ControllerLink::Call(nlohmann::json request, std::chrono:
       return c.status();
     }
     client_ = std::move(c).value();
-    warned_ = false;
   }
   auto reply = client_->Call(std::move(request), timeout);
   if (!reply.ok()) {
@@ -48,6 +47,18 @@ Result<nlohmann::json> ControllerLink::Call(nlohmann::json request, std::chrono:
     return reply.status();
   }
   Status s = wire::ReplyStatus(reply.value());
+  if (!s.ok() && reply.value().value("id", int64_t{-1}) == 0) {
+    // Refused before elasticd read the request (over one of its connection limits): it closed
+    // the connection. Like an unreachable controller: back off, warn once.
+    client_.reset();
+    retry_after_ = now + kBackoff;
+    if (!warned_) {
+      Log(LogLevel::kWarning, kComponent, "elasticd refused the connection: ", s.message(), "; training goes on at its size");
+      warned_ = true;
+    }
+    return s;
+  }
+  warned_ = false;
   if (!s.ok()) {
     Log(LogLevel::kWarning, kComponent, "elasticd refused ", reply.value().value("type", "a request"), ": ",
         s.message());

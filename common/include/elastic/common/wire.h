@@ -98,7 +98,8 @@ class Client {
   // Sends `request` (its "v" and "id" are set here) and returns the reply's JSON, after
   // checking the reply's credential comes from a trusted uid and answers this request.
   // Errors: kTimeout, kUnavailable, kProtocol, kPermission (untrusted reply). An error reply
-  // from the server is returned as a reply, not as an error: use ReplyStatus().
+  // from the server is returned as a reply, not as an error: use ReplyStatus(). So is a
+  // refusal of the request before the server read it (an error reply with id 0).
   Result<nlohmann::json> Call(nlohmann::json request, std::chrono::milliseconds timeout);
 
  private:

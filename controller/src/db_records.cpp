@@ -135,6 +135,14 @@ std::optional<StoredCommand> FindCommand(Database& db, int64_t command, uint32_t
   return out;
 }
 
+std::vector<int64_t> PendingCommandBatches(Database& db, uint32_t job) {
+  std::vector<int64_t> batches;
+  db.Run("SELECT json_extract(body, '$.global_batch') FROM commands WHERE job_id = ? AND state IN ('queued', "
+         "'delivered') AND json_extract(body, '$.global_batch') IS NOT NULL ORDER BY id",
+         {int64_t{job}}, [&](sqlite3_stmt* st) { batches.push_back(Database::Int(st, 0)); });
+  return batches;
+}
+
 void FinishCommand(Database& db, int64_t command, bool ok, double now, const std::string& result) {
   db.Run("UPDATE commands SET state = ?, done_at = ?, result = ? WHERE id = ?",
          {std::string(ok ? "acked" : "failed"), now, result, command});

@@ -53,6 +53,8 @@ struct StoredCommand {
   bool acknowledged = false;  // acked or failed already (its state; queued, delivered, cancelled: not)
 };
 std::optional<StoredCommand> FindCommand(Database& db, int64_t command, uint32_t job);
+// The global batches of the job's commands not yet acknowledged (queued or delivered) that name one.
+std::vector<int64_t> PendingCommandBatches(Database& db, uint32_t job);
 // acked (ok) or failed, with the acknowledgement as its result.
 void FinishCommand(Database& db, int64_t command, bool ok, double now, const std::string& result);
 void CancelCommands(Database& db, uint32_t job);                 // every one not yet acknowledged

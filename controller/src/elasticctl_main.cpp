@@ -29,7 +29,8 @@ void Usage(std::FILE* out) {
   std::fprintf(out,
                "Usage: elasticctl [--controller HOST:PORT] [--munge-socket PATH] [--json] COMMAND [ARGS]\n\n"
                "Commands:\n"
-               "  status               elastic jobs with their GPUs, batch and extension jobs\n"
+               "  status               elastic jobs with their GPUs, batch and extension jobs (with Slurm's\n"
+               "                       PrivateData=jobs, a plain user's own jobs only)\n"
                "  plan --dry-run       what the optimizer would do now (administrators)\n"
                "  pause JOB            stop rescaling one job (its owner or an administrator)\n"
                "  resume JOB           let it be rescaled again\n"
@@ -87,11 +88,15 @@ int ShowStatus(const Options& o) {
   const Json& reply = r.value();
   if (o.json) {
     Json out{{"jobs", reply["jobs"]}, {"paused", reply["paused"]}, {"policy", reply["policy"]}, {"epoch", reply["epoch"]}};
+    if (reply.contains("only_own_jobs")) out["only_own_jobs"] = reply["only_own_jobs"];
     std::printf("%s\n", out.dump(2).c_str());
     return kExitOk;
   }
   std::printf("policy %s, epoch %s every %ss%s\n", reply.value("policy", "?").c_str(), reply["epoch"].dump().c_str(),
               reply["epoch_s"].dump().c_str(), reply.value("paused", false) ? ", ALL ELASTIC ACTIONS PAUSED" : "");
+  if (reply.contains("only_own_jobs") && reply["only_own_jobs"].is_string()) {
+    std::printf("(%s)\n", reply["only_own_jobs"].get<std::string>().c_str());
+  }
   std::printf("%8s %-10s %-10s %-6s %5s %5s %5s %8s %7s %7s %8s %-8s %s\n", "JOBID", "USER", "ACCOUNT", "TYPE", "GPUS",
               "BASE", "MAX", "BATCH", "LR", "NOISE", "RESCALES", "STATE", "EXTENSIONS");
   for (const auto& j : reply["jobs"]) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <tuple>
 
 #include "controller.h"
 #include "elastic/common/join_token.h"
@@ -38,6 +39,14 @@ T Field(const nlohmann::json& msg, const char* key, T fallback) {
   } catch (const nlohmann::json::exception&) {
     throw Refuse(ErrorKind::kProtocol, std::string("field \"") + key + "\" has the wrong type");
   }
+}
+
+// A number field: nullopt when absent or null; a protocol error when not a number.
+std::optional<double> Number(const nlohmann::json& msg, const char* key) {
+  auto it = msg.find(key);
+  if (it == msg.end() || it->is_null()) return std::nullopt;
+  if (!it->is_number()) throw Refuse(ErrorKind::kProtocol, std::string("field \"") + key + "\" is not a number");
+  return it->get<double>();
 }
 
 // The noise scale for status: a number, or "inf" when the measured signal is below the noise.
@@ -163,6 +172,9 @@ nlohmann::json Controller::OnRegister(const Request& r) {
   // A requeued job registers afresh: its group ids continue after those it used before.
   job.next_group = std::max(job.next_group, records::MaxGroup(*db_, id) + 1);
   restarts_.erase(id);
+  // A (re)started program: its batch and progress start afresh (rules already logged stay quiet).
+  job.trust.batch_confirmed = false;
+  job.trust.mark.reset();
   job.id = id;
   job.uid = j.user_id;
   job.gid = j.group_id;
@@ -249,42 +261,85 @@ nlohmann::json Controller::OnLauncher(const Request& r) {
 
 nlohmann::json Controller::OnMetrics(const Request& r) {
   ElasticJob& job = *r.job;
-  int gpus = Field<int>(r.msg, "gpus", 0);
-  double step_time = Field<double>(r.msg, "step_time_s", 0.0);
-  double local_batch = Field<double>(r.msg, "local_batch", 0.0);
-  int64_t global_batch = Field<int64_t>(r.msg, "global_batch", 0);
-  if (global_batch > 0) job.batch = global_batch;
-  if (gpus > 0 && step_time > 0 && local_batch > 0 && Field<int>(r.msg, "accum_steps", 0) == 0) {
-    int nodes = 1;  // the groups of a job: base nodes plus one node per joined extension
-    std::set<std::string> hosts;
-    for (const auto& [id, e] : registry_.extensions) {
-      if (e.parent == job.id && e.state == ExtState::kJoined) hosts.insert(e.node);
-    }
-    nodes += static_cast<int>(hosts.size());
-    job.samples.push_back({nodes, gpus, local_batch, step_time});
-    if (job.samples.size() > kMaxSamples) job.samples.erase(job.samples.begin());
-  }
   // Sample counts as numbers within [0, 1e18] (any JSON number; larger ones are refused).
   auto count = [&](const char* key) -> int64_t {
     const double v = Field<double>(r.msg, key, 0.0);
     if (!(v >= 0.0 && v <= 1e18)) throw Refuse(ErrorKind::kProtocol, std::string("field \"") + key + "\" out of range");
     return static_cast<int64_t>(v);
   };
-  if (int64_t done = count("samples"); done > 0) job.samples_done = done;
-  if (int64_t total = count("total_samples"); total > 0) job.total_samples = total;
+  const int64_t done = count("samples");
+  const int64_t total = count("total_samples");
+  const double now = Now();
+
+  // What the job's runtime says, and what elasticd expects of it (metrics_check.h).
+  MetricsReport report;
+  report.gpus = Number(r.msg, "gpus");
+  report.global_batch = Number(r.msg, "global_batch");
+  report.local_batch = Number(r.msg, "local_batch");
+  report.step_time_s = Number(r.msg, "step_time_s");
+  report.grad_sqr = Number(r.msg, "grad_sqr");
+  report.grad_var = Number(r.msg, "grad_var");
+  report.lr_factor = Number(r.msg, "lr_factor");
+  report.samples = done;
+  report.accumulates = Field<double>(r.msg, "accum_steps", 0.0) != 0.0;
+  MetricsExpectation expect;
+  expect.job = job.id;
+  std::tie(expect.gpus_min, expect.gpus_max) = registry_.ReportableGpus(job);
+  const contract::JobSpec spec = job.Spec();
+  if (spec.batch.min) expect.batch_min = std::max<int64_t>(1, *spec.batch.min);
+  if (spec.batch.max) expect.batch_max = *spec.batch.max;
+  if (job.trust.batch_confirmed && job.batch > 0) {
+    expect.batches = {job.batch};
+    // Another batch is expected only from a command not yet acknowledged (asked only then).
+    if (report.global_batch && *report.global_batch != static_cast<double>(job.batch)) {
+      for (int64_t b : records::PendingCommandBatches(*db_, job.id)) {
+        if (std::find(expect.batches.begin(), expect.batches.end(), b) == expect.batches.end()) expect.batches.push_back(b);
+      }
+    }
+  }
+  expect.previous = job.trust.mark;
+  expect.now = now;
+  const MetricsVerdict v = CheckMetrics(report, expect);
+  for (const auto* findings : {&v.refused, &v.clamped}) {
+    for (const MetricsFinding& f : *findings) {
+      const uint32_t bit = 1u << static_cast<unsigned>(f.rule);
+      if (job.trust.logged & bit) continue;  // once per job and rule
+      job.trust.logged |= bit;
+      Log(LogLevel::kWarning, kComponent, "job ", job.id, " of ", job.user, ": metrics ",
+          findings == &v.refused ? "refused" : "clamped", " (", MetricsRuleName(f.rule), "): ", f.message,
+          " (not logged again for this job)");
+    }
+  }
+
+  if (v.batch) {
+    job.batch = *v.batch;
+    job.trust.batch_confirmed = true;
+  }
+  job.trust.mark = v.mark;
+  if (v.step) {
+    int nodes = 1;  // the groups of a job: base nodes plus one node per joined extension
+    std::set<std::string> hosts;
+    for (const auto& [id, e] : registry_.extensions) {
+      if (e.parent == job.id && e.state == ExtState::kJoined) hosts.insert(e.node);
+    }
+    nodes += static_cast<int>(hosts.size());
+    job.samples.push_back({nodes, v.step->gpus, v.step->local_batch, v.step->step_time_s});
+    if (job.samples.size() > kMaxSamples) job.samples.erase(job.samples.begin());
+  }
+  if (done > 0) job.samples_done = done;
+  if (total > 0) job.total_samples = total;
   // grad_sqr = |g|^2 and grad_var = tr(Sigma) per sample, expressed at B0 = the job's minimum
   // batch (its current one without bounds); kept until the runtime measures them again.
-  const double b0 = static_cast<double>(
-      job.Spec().batch.min.value_or(static_cast<int>(std::max<int64_t>(global_batch, 1))));
-  if (auto eff = EfficiencyFromMetrics(Field<double>(r.msg, "grad_sqr", 0.0), Field<double>(r.msg, "grad_var", 0.0), b0)) {
-    job.efficiency = eff;
+  if (v.grad_stats_ok) {
+    const double b0 = static_cast<double>(spec.batch.min.value_or(static_cast<int>(std::max<int64_t>(job.batch, 1))));
+    if (auto eff = EfficiencyFromMetrics(*report.grad_sqr, *report.grad_var, b0)) job.efficiency = eff;
   }
-  if (double lr = Field<double>(r.msg, "lr_factor", 0.0); std::isfinite(lr) && lr > 0) job.lr_factor = lr;
-  job.metrics_at = Now();
+  if (v.lr_factor) job.lr_factor = *v.lr_factor;
+  job.metrics_at = now;
   ++job.metrics_received;
   SaveJob(job);
   if (job.metrics_received == 1) NotifyEvent("job " + std::to_string(job.id) + " reported its first step");
-  return Json::object();
+  return v.ReplyJson();
 }
 
 nlohmann::json Controller::OnPoll(const Request& r) {
@@ -340,7 +395,25 @@ nlohmann::json Controller::OnAck(const Request& r) {
       Audit(r.uid, "batch_set", job.id, {{"from", job.batch}, {"to", r.msg.value("global_batch", Json())}});
     }
   }
-  if (r.msg.contains("global_batch") && r.msg["global_batch"].is_number_integer()) job.batch = r.msg["global_batch"];
+  // The batch the runtime runs at now: the command's or the one it had (metrics_check.h, rule batch).
+  if (r.msg.contains("global_batch") && r.msg["global_batch"].is_number_integer()) {
+    const int64_t b = r.msg["global_batch"];
+    const Json commanded = stored->body.value("global_batch", Json());
+    const contract::JobSpec spec = job.Spec();
+    const bool in_bounds = b >= std::max<int64_t>(1, spec.batch.min.value_or(1)) &&
+                           (!spec.batch.max || b <= *spec.batch.max);
+    if (in_bounds && (b == job.batch || !job.trust.batch_confirmed ||
+                      (commanded.is_number_integer() && b == commanded.get<int64_t>()))) {
+      job.batch = b;
+      job.trust.batch_confirmed = true;
+    } else if (const uint32_t bit = 1u << static_cast<unsigned>(MetricsRule::kBatch); !(job.trust.logged & bit)) {
+      job.trust.logged |= bit;
+      Log(LogLevel::kWarning, kComponent, "job ", job.id, " of ", job.user, ": ack of command ", cmd,
+          " refused (batch): global_batch ", b, " is outside the job's bounds or neither the command's nor the job's batch (",
+          job.batch, ") (not logged again for this job)");
+    }
+  }
+  job.trust.mark.reset();  // the command's pause is no training: a new progress window begins
   if (double lr = Field<double>(r.msg, "lr_factor", 0.0); std::isfinite(lr) && lr > 0) job.lr_factor = lr;
   SaveJob(job);
   if (action == "grow" || action == "shrink") {
@@ -379,6 +452,7 @@ nlohmann::json Controller::OnLeft(const Request& r) {
   if (e == nullptr) return {{"duplicate", true}};
   EndExtension(*e, ExtState::kLeft, Field<std::string>(r.msg, "reason", "left"), true);
   job.last_rescale_at = Now();
+  job.trust.mark.reset();
   SaveJob(job);
   NotifyEvent("job " + std::to_string(job.id) + ": group " + std::to_string(group) + " left");
   return Json::object();
@@ -392,9 +466,12 @@ nlohmann::json Controller::OnEnded(const Request& r) {
   return Json::object();
 }
 
-nlohmann::json Controller::OnStatus(const Request&) {
+nlohmann::json Controller::OnStatus(const Request& r) {
+  // Slurm's PrivateData decides whose jobs the caller sees (roles.h, JobVisibility).
+  const JobVisibility visibility = roles_.Visibility(r.uid);
   Json jobs = Json::array();
   for (const auto& [id, job] : registry_.jobs) {
+    if (!visibility.all && job.uid != r.uid) continue;
     Json exts = Json::array();
     for (const auto& [eid, e] : registry_.extensions) {
       if (e.parent != id) continue;
@@ -422,8 +499,10 @@ nlohmann::json Controller::OnStatus(const Request&) {
                     {"total_samples", job.total_samples},
                     {"extensions", exts}});
   }
-  return {{"jobs", jobs}, {"paused", paused_all_}, {"policy", config_.policy}, {"epoch", epochs_},
-          {"epoch_s", config_.epoch_s}};
+  Json reply{{"jobs", jobs}, {"paused", paused_all_}, {"policy", config_.policy}, {"epoch", epochs_},
+             {"epoch_s", config_.epoch_s}};
+  if (!visibility.all) reply["only_own_jobs"] = visibility.why;
+  return reply;
 }
 
 nlohmann::json Controller::OnPlan(const Request&) {

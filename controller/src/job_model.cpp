@@ -8,6 +8,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <utility>
 
 namespace elastic::controller {
 namespace {
@@ -31,29 +32,59 @@ optimizer::Job BatchSpec(const ElasticJob& job, int max_gpus) {
   return s;
 }
 
-// The job's goodput model: its step-time fit and its gradient-noise statistics. One GPU count
-// cannot separate a step's fixed cost from its per-sample cost, and a fit then predicts anything:
-// until the job has run at two sizes there is no model (the prior decides).
-std::optional<optimizer::GoodputModel> Model(const ElasticJob& job, double now) {
+// Linear scaling at most: a step at n GPUs takes no less time than a step with the same local
+// batch at the job's base size `ref` (so n GPUs never train more than n / ref times what the base
+// trains with the same share each, and the option table's utility, relative to the base, never
+// grows faster than n / base). The step-time form cannot predict more within one node (its
+// synchronisation only grows with GPUs), but a fit whose cross-node terms came out cheaper than
+// its intra-node ones would, and no such gain is physical: the cap keeps the model from
+// extrapolating one.
+// Within the base's node count the form's synchronisation never shrinks as GPUs are added, so only
+// a placement on more nodes than the base can need the cap (the epoch evaluates many).
+class LinearScalingCap final : public optimizer::ThroughputModel {
+ public:
+  LinearScalingCap(std::shared_ptr<const optimizer::PolluxThroughput> inner, optimizer::Placement ref)
+      : inner_(std::move(inner)), ref_(std::move(ref)) {}
+  std::optional<double> StepTime(const optimizer::Placement& pl, double local_batch, int accum_steps) const override {
+    std::optional<double> t = inner_->StepTime(pl, local_batch, accum_steps);
+    if (!t || pl.gpus <= ref_.gpus || pl.nodes <= ref_.nodes) return t;
+    optimizer::Placement ref = ref_;
+    ref.gpu_type = pl.gpu_type;
+    const std::optional<double> t_ref = inner_->StepTime(ref, local_batch, accum_steps);
+    return t_ref ? std::max(*t, *t_ref) : t;
+  }
+
+ private:
+  std::shared_ptr<const optimizer::PolluxThroughput> inner_;
+  optimizer::Placement ref_;
+};
+
+optimizer::Placement PlacementOf(const ElasticJob& job, int gpus, int gpus_per_node) {
+  return {job.gpu_type, std::max(1, (gpus + gpus_per_node - 1) / gpus_per_node), gpus};
+}
+
+// The job's goodput model: its step-time fit, capped at linear scaling from its base size, and its
+// gradient-noise statistics. One GPU count cannot separate a step's fixed cost from its
+// per-sample cost, and a fit then predicts anything: until the job has run at two sizes there is
+// no model (the prior decides). The fit sees the samples as PlausibleSamples leaves them: no
+// measured speed-up beyond linear either.
+std::optional<optimizer::GoodputModel> Model(const ElasticJob& job, int gpus_per_node, double now) {
   std::set<int> sizes;
   for (const auto& smp : job.samples) sizes.insert(smp.gpus);
   if (sizes.size() < 2) return std::nullopt;
   if (!job.fit || sizes.size() > job.fit_sizes || job.samples.size() >= 2 * job.fit_samples || now - job.fit_at > 300) {
-    auto fitted = optimizer::FitPollux(job.samples);
+    auto fitted = optimizer::FitPollux(PlausibleSamples(job.samples));
     job.fit = fitted.ok() ? std::optional<optimizer::PolluxParams>(fitted.value()) : std::nullopt;
     job.fit_samples = job.samples.size();
     job.fit_sizes = sizes.size();
     job.fit_at = now;
   }
   if (!job.fit) return std::nullopt;
-  auto tp = std::make_shared<optimizer::PolluxThroughput>(
+  auto fit = std::make_shared<optimizer::PolluxThroughput>(
       std::map<std::string, optimizer::PolluxParams>{{job.gpu_type, *job.fit}});
+  auto tp = std::make_shared<LinearScalingCap>(fit, PlacementOf(job, job.base_gpus, gpus_per_node));
   // Without statistics the efficiency is never consulted (the batch stays fixed, ChoosesBatch).
   return optimizer::GoodputModel(tp, job.efficiency.value_or(optimizer::EfficiencyParams{1.0, 1.0, 0.0}));
-}
-
-optimizer::Placement PlacementOf(const ElasticJob& job, int gpus, int gpus_per_node) {
-  return {job.gpu_type, std::max(1, (gpus + gpus_per_node - 1) / gpus_per_node), gpus};
 }
 
 // Goodput of a global batch split over the placement's GPUs as the runtime splits it (shares
@@ -67,6 +98,40 @@ std::optional<double> Goodput(const optimizer::GoodputModel& model, const optimi
 }
 
 }  // namespace
+
+std::vector<optimizer::StepSample> PlausibleSamples(const std::vector<optimizer::StepSample>& samples) {
+  std::vector<optimizer::StepSample> out = samples;
+  // Samples grouped by (GPUs, local batch), in that order. A group's reference is its fastest
+  // sample: noise (a first step that compiles, a checkpoint) only ever slows a step down, so the
+  // fastest one is the closest to what the hardware does. Each group is bounded by the groups
+  // before it as already bounded: a bound derived from a clamped group is what the job's
+  // measurements support.
+  std::map<std::pair<int, double>, std::vector<size_t>> groups;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i].step_time > 0 && out[i].local_batch > 0) groups[{out[i].gpus, out[i].local_batch}].push_back(i);
+  }
+  std::vector<std::pair<std::pair<int, double>, double>> fastest;  // the groups done: key, fastest step
+  for (const auto& [key, members] : groups) {
+    const auto [gpus, local] = key;
+    double floor = 0;
+    for (const auto& [p, t] : fastest) {
+      if (p.first < gpus) {
+        // More GPUs: no faster than p with at least p's share each (more work, more
+        // synchronisation), and with a smaller share no more samples per GPU per second.
+        floor = std::max(floor, t * std::min(1.0, local / p.second));
+      } else if (p.second < local) {
+        floor = std::max(floor, t);  // the same GPUs, more work: no faster
+      }
+    }
+    double best = std::numeric_limits<double>::infinity();
+    for (size_t i : members) {
+      out[i].step_time = std::max(out[i].step_time, floor);
+      best = std::min(best, out[i].step_time);
+    }
+    fastest.push_back({key, best});
+  }
+  return out;
+}
 
 std::optional<optimizer::EfficiencyParams> EfficiencyFromMetrics(double grad_sqr, double grad_var, double base_batch) {
   if (!std::isfinite(grad_sqr) || !std::isfinite(grad_var) || !(grad_sqr > 0) || !(grad_var > 0) || !(base_batch > 0)) {
@@ -90,7 +155,7 @@ std::vector<optimizer::Option> JobOptions(const ElasticJob& job, int max_gpus, i
   const int base = job.base_gpus;
   const int step = static_cast<int>(job.Spec().GpuStep());
   const optimizer::Job spec = BatchSpec(job, max_gpus);
-  const std::optional<optimizer::GoodputModel> model = Model(job, now);
+  const std::optional<optimizer::GoodputModel> model = Model(job, gpus_per_node, now);
   const bool choose = ChoosesBatch(job);
   // The best batch and its goodput at n GPUs: the model's search within the bounds, or the
   // current batch when the batch is not the model's to choose.
@@ -132,7 +197,7 @@ std::vector<optimizer::Option> JobOptions(const ElasticJob& job, int max_gpus, i
 
 std::optional<double> BatchGain(const ElasticJob& job, int gpus, int gpus_per_node, int64_t from_batch,
                                 int64_t to_batch, double now) {
-  const std::optional<optimizer::GoodputModel> model = Model(job, now);
+  const std::optional<optimizer::GoodputModel> model = Model(job, gpus_per_node, now);
   if (!model || !ChoosesBatch(job)) return std::nullopt;
   const optimizer::Placement pl = PlacementOf(job, gpus, gpus_per_node);
   const std::optional<double> from = Goodput(*model, pl, from_batch);

@@ -27,6 +27,14 @@ namespace elastic::controller {
 // undefined there too; the controller keeps its last estimate.
 std::optional<optimizer::EfficiencyParams> EfficiencyFromMetrics(double grad_sqr, double grad_var, double base_batch);
 
+// The job's step-time samples as far as physics allows them, judged by its own fastest samples at
+// fewer GPUs or smaller local batches: a step with more GPUs and at least as large a local batch,
+// or with the same GPUs and a larger local batch, is never faster; and with more GPUs and a
+// smaller local batch, a GPU never trains more samples per second. A sample that claims otherwise
+// (a super-linear speed-up) has its step time raised to the bound: its speed-up counts as linear.
+// Samples that obey these rules come back unchanged. The model is fitted on these (JobOptions).
+std::vector<optimizer::StepSample> PlausibleSamples(const std::vector<optimizer::StepSample>& samples);
+
 // The gradient noise scale tr(Sigma) / |g|^2 of p (McCandlish et al.: the batch at which noise and
 // signal are equal); +inf when grad_sqr is 0 (never from EfficiencyFromMetrics).
 double NoiseScale(const optimizer::EfficiencyParams& p);
@@ -39,6 +47,9 @@ bool BatchElastic(const ElasticJob& job);
 // goodput model once it has run at two sizes (utility = goodput / goodput at the base size, the
 // batch the best for that count), else the optimistic prior (near-linear speed-up, the current
 // batch). Fits the step-time model when needed (cached in the job). `now` in Unix seconds.
+// A job's claimed speed-up never exceeds what its measurements support: the model is fitted on
+// PlausibleSamples, and its step time at n GPUs is never below its base size's at the same local
+// batch: at most linear scaling (docs/admin-guide.md, "How elasticd sizes a job").
 std::vector<optimizer::Option> JobOptions(const ElasticJob& job, int max_gpus, int gpus_per_node, double now);
 
 // Goodput at `gpus` with global batch to_batch over that with from_batch, from the job's model;

@@ -170,6 +170,17 @@ int Registry::PlannedGpus(const ElasticJob& job) const {
   return n;
 }
 
+std::pair<int, int> Registry::ReportableGpus(const ElasticJob& job) const {
+  int lo = job.base_gpus;
+  int hi = job.base_gpus;
+  for (const auto& [id, e] : extensions) {
+    if (e.parent != job.id) continue;
+    if (e.state == ExtState::kJoined) lo += e.gpus;
+    if (e.state == ExtState::kJoined || e.state == ExtState::kLeaving || e.state == ExtState::kJoining) hi += e.gpus;
+  }
+  return {lo, hi};
+}
+
 Extension* Registry::FindExtension(uint32_t parent, int group) {
   for (auto& [id, e] : extensions) {
     if (e.parent == parent && e.group == group) return &e;

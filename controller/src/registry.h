@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -17,6 +18,7 @@
 #include "elastic/common/job_spec.h"
 #include "elastic/optimizer/goodput.h"
 #include "elastic/optimizer/model.h"
+#include "metrics_check.h"
 
 namespace elastic::controller {
 
@@ -57,6 +59,7 @@ struct ElasticJob {
   double batch_command_at = 0;
   std::vector<optimizer::StepSample> samples;  // recent step-time observations
   std::optional<optimizer::EfficiencyParams> efficiency;
+  MetricsTrust trust;  // what the plausibility check of its metrics keeps (metrics_check.h)
   // The step-time model fitted from `samples` (not persisted: refitted after a restart). Fitting
   // is the costly part of an epoch, so a fit is reused until the job has twice the samples it
   // was fitted on, has run at a new size, or is five minutes old.
@@ -128,6 +131,9 @@ struct Registry {
 
   int CurrentGpus(const ElasticJob& job) const;  // base + extensions in its world
   int PlannedGpus(const ElasticJob& job) const;  // base + every active extension not leaving
+  // The GPU counts the job's runtime may report: base + joined extensions, up to base + joined,
+  // leaving and joining ones (a rescale in flight may or may not have happened in its world yet).
+  std::pair<int, int> ReportableGpus(const ElasticJob& job) const;
   Extension* FindExtension(uint32_t parent, int group);
   Extension* FindExtensionBySlurmJob(uint32_t slurm_job);
   // The registered elastic jobs as JSON (ElasticJob::ToJson each).

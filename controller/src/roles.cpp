@@ -70,7 +70,8 @@ std::optional<std::string> UserName(uid_t uid) {
 
 RoleSources SlurmRoleSources(SlurmAdapter* slurm) {
   if (slurm == nullptr) return {};
-  return {[slurm] { return slurm->SlurmUserId(); }, [slurm](const std::string& user) { return slurm->AdminLevelOf(user); }};
+  return {[slurm] { return slurm->SlurmUserId(); }, [slurm](const std::string& user) { return slurm->AdminLevelOf(user); },
+          [slurm] { return slurm->JobsArePrivate(); }};
 }
 
 RoleCheck DecideRole(uid_t uid, const std::optional<std::string>& name, const Result<uint32_t>& slurm_user,
@@ -110,6 +111,19 @@ RoleCheck DecideRole(uid_t uid, const std::optional<std::string>& name, const Re
   return c;
 }
 
+JobVisibility DecideJobVisibility(const Result<bool>& private_jobs, const RoleCheck& caller) {
+  if (private_jobs.ok() && !private_jobs.value()) return {};
+  if (caller.role >= Role::kOperator) return {};
+  JobVisibility v;
+  v.all = false;
+  v.why = private_jobs.ok() ? "Slurm's PrivateData includes jobs"
+                            : "Slurm's PrivateData could not be read (" + private_jobs.status().message() + ")";
+  v.why += " and " + caller.who + " is " + std::string(RoleName(caller.role));
+  if (!caller.unknown.empty()) v.why += " as far as known (" + caller.unknown + ")";
+  v.why += ": only that user's own jobs are shown";
+  return v;
+}
+
 Roles::Roles(RoleSources sources, double cache_s, Clock clock)
     : sources_(std::move(sources)), cache_s_(cache_s), clock_(clock ? std::move(clock) : Clock(SteadySeconds)) {}
 
@@ -123,6 +137,28 @@ Result<uint32_t> Roles::SlurmUser() {
     slurm_user_expires_ = now + cache_s_;
   }
   return r;
+}
+
+Result<bool> Roles::PrivateJobs() {
+  const double now = clock_();
+  if (private_jobs_ && now < private_jobs_expires_) return *private_jobs_;
+  if (!sources_.private_jobs) return Status(ErrorKind::kUnavailable, "no connection to slurmctld");
+  Result<bool> r = sources_.private_jobs();
+  if (r.ok()) {
+    private_jobs_ = r.value();
+    private_jobs_expires_ = now + cache_s_;
+  } else {
+    Log(LogLevel::kWarning, kComponent, "cannot read PrivateData: ", r.status().message(),
+        "; status shows plain users only their own jobs");
+  }
+  return r;
+}
+
+JobVisibility Roles::Visibility(uid_t uid) {
+  if (uid == 0) return {};
+  const Result<bool> private_jobs = PrivateJobs();
+  if (private_jobs.ok() && !private_jobs.value()) return {};
+  return DecideJobVisibility(private_jobs, Check(uid));
 }
 
 bool Roles::IsRootOrSlurmUser(uid_t uid) {

@@ -36,6 +36,7 @@ std::string NeededText(Role needed);
 struct RoleSources {
   std::function<Result<uint32_t>()> slurm_user;                            // SlurmUser's uid
   std::function<Result<AdminLevel>(const std::string& user)> admin_level;  // slurmdbd's AdminLevel
+  std::function<Result<bool>()> private_jobs;  // slurm.conf's PrivateData includes `jobs`
 };
 
 // The facts as elasticd's SlurmAdapter reads them (slurmctld, slurmdbd); `slurm` must outlive the
@@ -55,6 +56,20 @@ struct RoleCheck {
 // (an error: not known). Exposed for tests.
 RoleCheck DecideRole(uid_t uid, const std::optional<std::string>& name, const Result<uint32_t>& slurm_user,
                      const std::optional<Result<AdminLevel>>& level);
+
+// Which elastic jobs a caller sees in `status`, as slurmctld shows jobs: every job, unless
+// slurm.conf's PrivateData includes `jobs`; then root, the SlurmUser, operators and
+// administrators (the callers who administer elasticd) still see every job, and anyone else only
+// their own. A PrivateData that cannot be read counts as including `jobs`, and a role that cannot
+// be told as a plain user's: what cannot be read never shows more.
+struct JobVisibility {
+  bool all = true;
+  std::string why;  // when not all: why the caller sees only their own jobs
+};
+
+// The decision itself, without lookups: `private_jobs` as far as known (an error: not known) and
+// the caller's role (consulted only when the jobs are private). Exposed for tests.
+JobVisibility DecideJobVisibility(const Result<bool>& private_jobs, const RoleCheck& caller);
 
 class Roles {
  public:
@@ -77,6 +92,10 @@ class Roles {
   // root or the SlurmUser (Slurm's own daemons' identities): no slurmdbd lookup.
   bool IsRootOrSlurmUser(uid_t uid);
 
+  // Which jobs `uid` sees in status (DecideJobVisibility). Looks up the caller's role only when
+  // PrivateData includes `jobs` (or cannot be read); PrivateData is cached like SlurmUser.
+  JobVisibility Visibility(uid_t uid);
+
   // A failed lookup is not cached longer than this; and after a lookup of an AdminLevel failed,
   // slurmdbd is not asked again, for any uid, for this long: a lookup that cannot reach slurmdbd
   // may block elasticd's one thread, so repeated requests (by anyone) cannot stall it.
@@ -88,6 +107,7 @@ class Roles {
     double expires = 0;
   };
   Result<uint32_t> SlurmUser();
+  Result<bool> PrivateJobs();
 
   RoleSources sources_;
   double cache_s_;
@@ -95,6 +115,8 @@ class Roles {
   std::map<uid_t, Entry> cache_;
   std::optional<uint32_t> slurm_user_;
   double slurm_user_expires_ = 0;
+  std::optional<bool> private_jobs_;
+  double private_jobs_expires_ = 0;
   double admin_level_down_until_ = 0;  // slurmdbd failed: no lookup before this time
   std::string admin_level_down_why_;
 };

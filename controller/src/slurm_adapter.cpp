@@ -270,6 +270,19 @@ Result<uint32_t> SlurmAdapter::SlurmUserId() {
   return uid;
 }
 
+Result<bool> SlurmAdapter::JobsArePrivate() {
+  Timed t("slurm_load_ctl_conf");
+  slurm_conf_t* conf = nullptr;
+  if (slurm_load_ctl_conf(0, &conf) != SLURM_SUCCESS || conf == nullptr) {
+    return SlurmError("slurmctld did not answer");
+  }
+  // private_data is a bit set of PRIVATE_DATA_* (PRIVATE_DATA_JOBS: bit 0) in Slurm 22.05
+  // through 24.11.
+  const bool jobs = (conf->private_data & PRIVATE_DATA_JOBS) != 0;
+  slurm_free_ctl_conf(conf);
+  return jobs;
+}
+
 Result<AdminLevel> SlurmAdapter::AdminLevelOf(const std::string& user) {
   Timed t("slurmdb_users_get");
   // The list types are `List` in Slurm 22.05 and `list_t *` in 24.11, both `struct xlist *`;

@@ -108,6 +108,9 @@ class SlurmAdapter {
   // The uid of SlurmUser, as slurmctld reports it (slurm_load_ctl_conf). kUnavailable when
   // slurmctld cannot be reached.
   Result<uint32_t> SlurmUserId();
+  // Whether slurm.conf's PrivateData includes `jobs` (users see only their own jobs), as
+  // slurmctld reports it (slurm_load_ctl_conf). kUnavailable when slurmctld cannot be reached.
+  Result<bool> JobsArePrivate();
   // The AdminLevel that slurmdbd records for `user` (slurmdb_users_get over a connection opened
   // and closed for this call); kNone when slurmdbd has no such user, kUnavailable when slurmdbd
   // cannot be reached or refuses the query. Blocks up to Slurm's MessageTimeout + 35 s when

@@ -6,7 +6,9 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
 #include <optional>
+#include <vector>
 
 #include "job_model.h"
 
@@ -141,6 +143,76 @@ TEST(JobModelTest, BatchChangesAtTheSameSize) {
   // The closed form of the goodput ratio (step times exact, so the fit reproduces them).
   auto goodput = [](double b) { return b / (0.045 + 0.001 * b / 2) * (2000 + 64) / (2000 + b); };
   EXPECT_NEAR(*gain, goodput(static_cast<double>(best)) / goodput(64), 0.02);
+}
+
+TEST(JobModelTest, PlausibleSamplesBoundSpeedUpsByTheJobsOwnMeasurements) {
+  // Honest Pollux step times (T = 0.005 + 0.001 b + 0.04 with more than one GPU) at 1, 2 and 4
+  // GPUs and three local batches each: unchanged.
+  std::vector<optimizer::StepSample> honest;
+  for (int g : {1, 2, 4}) {
+    for (double lb : {32.0, 64.0, 128.0}) honest.push_back({1, g, lb, 0.005 + 0.001 * lb + (g > 1 ? 0.04 : 0.0)});
+  }
+  const std::vector<optimizer::StepSample> same = PlausibleSamples(honest);
+  ASSERT_EQ(same.size(), honest.size());
+  for (size_t i = 0; i < honest.size(); ++i) EXPECT_EQ(same[i].step_time, honest[i].step_time) << i;
+
+  // 1 GPU at 64 samples: 0.1 s. Claims at 2 GPUs: 0.02 s with 32 samples each (5x the throughput
+  // on 2x the GPUs): raised to 0.05 s, linear; 0.08 s with 64 each (faster with more work):
+  // raised to 0.1 s. 2 GPUs with 16 each after them: bounded by the raised 0.05 s at 32, 0.025 s.
+  // A slow first step at 1 GPU (3 s, compiling) does not raise the bound: the fastest step counts.
+  const std::vector<optimizer::StepSample> claimed{
+      {1, 1, 64, 3.0}, {1, 1, 64, 0.1}, {1, 2, 32, 0.02}, {1, 2, 64, 0.08}, {1, 4, 16, 0.001}, {1, 4, 16, 0.04}};
+  const std::vector<optimizer::StepSample> bounded = PlausibleSamples(claimed);
+  const double want[] = {3.0, 0.1, 0.05, 0.1, 0.025, 0.04};
+  for (size_t i = 0; i < claimed.size(); ++i) {
+    EXPECT_DOUBLE_EQ(bounded[i].step_time, want[i]) << i;
+    EXPECT_EQ(bounded[i].gpus, claimed[i].gpus);
+    EXPECT_EQ(bounded[i].local_batch, claimed[i].local_batch);
+  }
+}
+
+// The utility of n GPUs over the base (2 GPUs) for a job without batch bounds (its batch, 256,
+// stays), from the option table.
+std::map<int, double> Utilities(const ElasticJob& job, int max_gpus, int gpus_per_node) {
+  std::map<int, double> u;
+  for (const auto& o : JobOptions(job, max_gpus, gpus_per_node, kNow)) u[o.gpus] = o.utility;
+  return u;
+}
+
+TEST(JobModelTest, TheSpeedUpCapLeavesAnHonestJobAlone) {
+  // MeasuredJob's step times: T(n, b) = 0.005 + 0.001 b + 0.04 (n > 1). At batch 256 the utility
+  // of n GPUs is T(2, 128) / T(n, 256 / n), sub-linear: no bound of the cap is reached.
+  const ElasticJob job = MeasuredJob(400, /*batch_bounds=*/false);
+  const std::map<int, double> u = Utilities(job, 8, 8);
+  ASSERT_EQ(u.size(), 7u);
+  for (const auto& [n, got] : u) {
+    const double want = (0.045 + 0.128) / (0.045 + 0.001 * std::ceil(256.0 / n));
+    EXPECT_NEAR(got, want, 1e-3 * want) << n << " GPUs";
+  }
+  // Across nodes (2 GPUs a node) as well: the fit's cross-node terms equal its intra-node ones.
+  for (const auto& [n, got] : Utilities(job, 8, 2)) {
+    EXPECT_NEAR(got, u.at(n), 1e-3 * u.at(n)) << n << " GPUs, 2 a node";
+  }
+}
+
+TEST(JobModelTest, AFitNeverPromisesMoreThanLinearScaling) {
+  // A job at 2 GPUs on one node (2 GPUs a node) whose samples at 2 GPUs on two nodes claim a
+  // synchronisation of 5 ms against 40 ms within its node: the fit makes cross-node steps cheap,
+  // so 4 GPUs on two nodes would train ~3x what the base does. Capped: at most linear.
+  ElasticJob job = MeasuredJob(400, /*batch_bounds=*/false);
+  job.batch = 64;
+  job.samples.clear();
+  for (double lb : {16.0, 32.0, 64.0}) {
+    job.samples.push_back({1, 2, lb, 0.005 + 0.001 * lb + 0.04});
+    job.samples.push_back({2, 2, lb, 0.005 + 0.001 * lb + 0.005});
+  }
+  job.samples.push_back({2, 3, 21, 0.005 + 0.021 + 0.005});
+  ASSERT_EQ(PlausibleSamples(job.samples).back().step_time, job.samples.back().step_time) << "not the samples' doing";
+  const std::map<int, double> u = Utilities(job, 8, 2);
+  ASSERT_EQ(u.size(), 7u);
+  for (const auto& [n, got] : u) EXPECT_LE(got, n / 2.0 + 1e-9) << n << " GPUs";
+  // The bound itself: no step at 4 GPUs is shorter than the base's with the same share (16).
+  EXPECT_NEAR(u.at(4), (0.005 + 0.032 + 0.04) / (0.005 + 0.016 + 0.04), 0.02);
 }
 
 TEST(JobModelTest, TimeLeftAtCurrentSize) {

@@ -10,6 +10,7 @@
 
 #include "controller.h"
 #include "db.h"
+#include "db_records.h"
 #include "roles.h"
 
 namespace elastic::controller {
@@ -79,8 +80,10 @@ TEST(RolesTest, DecisionTable) {
 struct FakeSlurm {
   Result<uint32_t> slurm_user = kSlurmUser;
   Result<AdminLevel> level = AdminLevel::kNone;
+  Result<bool> private_jobs = false;
   int slurm_user_calls = 0;
   int level_calls = 0;
+  int private_calls = 0;
   std::vector<std::string> asked;
   double now = 1000;
 
@@ -93,6 +96,10 @@ struct FakeSlurm {
                                ++level_calls;
                                asked.push_back(user);
                                return level;
+                             },
+                             [this] {
+                               ++private_calls;
+                               return private_jobs;
                              }},
                  cache_s, [this] { return now; });
   }
@@ -195,6 +202,94 @@ TEST(RolesTest, AnswersAreCachedPerUidForTheConfiguredTime) {
   EXPECT_EQ(roles.Check(nobody).role, Role::kUser);
   EXPECT_EQ(roles.Check(nobody).role, Role::kUser);
   EXPECT_EQ(slurm.level_calls, 6);
+}
+
+TEST(RolesTest, JobVisibilityFollowsPrivateData) {
+  const Status ctld_down(ErrorKind::kUnavailable, "slurmctld did not answer: Connection refused");
+  auto caller = [](Role role, const char* who, const std::string& unknown = "") {
+    RoleCheck c;
+    c.role = role;
+    c.who = who;
+    c.unknown = unknown;
+    return c;
+  };
+  struct Case {
+    const char* name;
+    Result<bool> private_jobs;
+    RoleCheck caller;
+    bool all;
+    const char* why;
+  };
+  const std::vector<Case> cases{
+      {"not private: a plain user sees all", false, caller(Role::kUser, "user 'alice' (uid 1001)"), true, ""},
+      {"private: a plain user sees the own jobs", true, caller(Role::kUser, "user 'alice' (uid 1001)"), false,
+       "Slurm's PrivateData includes jobs and user 'alice' (uid 1001) is a plain user: only that user's own jobs are "
+       "shown"},
+      {"private: an operator sees all", true, caller(Role::kOperator, "user 'op' (uid 1002)"), true, ""},
+      {"private: an administrator (root, SlurmUser, AdminLevel) sees all", true,
+       caller(Role::kAdministrator, "user 'slurm' (uid 64030)"), true, ""},
+      {"private, AdminLevel unknown: the own jobs", true,
+       caller(Role::kUser, "user 'op' (uid 1002)", "cannot read its AdminLevel: down"), false,
+       "Slurm's PrivateData includes jobs and user 'op' (uid 1002) is a plain user as far as known (cannot read its "
+       "AdminLevel: down): only that user's own jobs are shown"},
+      {"PrivateData unknown: the own jobs", Result<bool>(ctld_down), caller(Role::kUser, "uid 4242"), false,
+       "Slurm's PrivateData could not be read (slurmctld did not answer: Connection refused) and uid 4242 is a plain "
+       "user: only that user's own jobs are shown"},
+      {"PrivateData unknown: an operator sees all", Result<bool>(ctld_down), caller(Role::kOperator, "user 'op'"), true,
+       ""},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    const JobVisibility v = DecideJobVisibility(c.private_jobs, c.caller);
+    EXPECT_EQ(v.all, c.all);
+    EXPECT_EQ(v.why, c.why);
+  }
+
+  // Through Roles: the role is looked up only when the jobs are private; PrivateData is cached.
+  FakeSlurm slurm;
+  Roles roles = slurm.Make(60);
+  const uid_t nobody = NobodyUid();
+  EXPECT_TRUE(roles.Visibility(nobody).all);
+  EXPECT_EQ(slurm.level_calls, 0) << "no AdminLevel lookup while jobs are not private";
+  slurm.private_jobs = true;
+  EXPECT_TRUE(roles.Visibility(nobody).all) << "PrivateData is cached";
+  slurm.now += 61;
+  EXPECT_FALSE(roles.Visibility(nobody).all);
+  EXPECT_EQ(slurm.private_calls, 2);
+  EXPECT_EQ(slurm.level_calls, 1);
+  EXPECT_TRUE(roles.Visibility(0).all) << "root";
+  slurm.slurm_user = static_cast<uint32_t>(nobody);  // the SlurmUser sees all
+  slurm.now += 61;
+  EXPECT_TRUE(roles.Visibility(nobody).all);
+}
+
+// status shows a plain user only the own jobs while PrivateData is not known to be off (here:
+// no slurmctld at all), and root every job; the reply says why.
+TEST(RolesTest, StatusShowsAPlainUserTheOwnJobsOnly) {
+  auto db = Database::Open(":memory:");
+  ASSERT_TRUE(db.ok());
+  const uid_t nobody = NobodyUid();
+  for (uint32_t id : {101u, 102u}) {
+    ElasticJob job;
+    job.id = id;
+    job.uid = id == 101 ? nobody : 4242;
+    job.user = id == 101 ? "nobody" : "someone";
+    job.base_gpus = 1;
+    records::SeedRunningJob(*db.value(), job.ToJson());
+  }
+  Controller ctl(ControllerConfig{}, std::move(db).value(), nullptr);
+  auto ids = [](const nlohmann::json& reply) {
+    std::vector<uint32_t> out;
+    for (const auto& j : reply["jobs"]) out.push_back(j["job_id"]);
+    return out;
+  };
+  nlohmann::json mine = ctl.Handle(nobody, {{"v", 1}, {"type", "status"}, {"id", 1}});
+  ASSERT_TRUE(mine["ok"].get<bool>()) << mine;
+  EXPECT_EQ(ids(mine), std::vector<uint32_t>{101});
+  EXPECT_NE(mine.value("only_own_jobs", "").find("PrivateData could not be read"), std::string::npos) << mine;
+  nlohmann::json all = ctl.Handle(0, {{"v", 1}, {"type", "status"}, {"id", 2}});
+  EXPECT_EQ(ids(all), (std::vector<uint32_t>{101, 102}));
+  EXPECT_FALSE(all.contains("only_own_jobs"));
 }
 
 // The handlers declare the role they need: without Slurm (no adapter) only root administers,

@@ -42,6 +42,25 @@ std::pair<std::string, int> ParseGpuGres(const std::string& gres) {
   return {type, total};
 }
 
+std::vector<std::pair<std::string, int>> ParseGpuGresByType(const std::string& gres) {
+  std::vector<std::pair<std::string, int>> out;
+  ForEachItem(gres, [&](std::string item) {
+    item = item.substr(0, item.find('('));
+    if (item.rfind("gpu:", 0) != 0) return;
+    const std::string rest = item.substr(4);
+    const auto colon = rest.rfind(':');
+    const std::string type = colon == std::string::npos ? "" : rest.substr(0, colon);
+    const int n = std::max(0, std::atoi(colon == std::string::npos ? rest.c_str() : rest.c_str() + colon + 1));
+    auto it = std::find_if(out.begin(), out.end(), [&](const auto& p) { return p.first == type; });
+    if (it == out.end()) {
+      out.emplace_back(type, n);
+    } else {
+      it->second += n;
+    }
+  });
+  return out;
+}
+
 std::pair<std::string, int> ParseGpuTres(const std::string& tres) {
   std::string type;
   int total = 0;

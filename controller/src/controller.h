@@ -159,12 +159,14 @@ class Controller {
   std::set<uint32_t> restarts_;  // ended jobs to requeue (state 'restart' in the DB)
   bool paused_all_ = false;
   int64_t epochs_ = 0;
-  // GPUs released for waiting jobs, per node, kept from growth until `until` (epoch.cpp).
+  // GPUs released for waiting jobs, per node and GPU type, kept from growth until `until` (epoch.cpp).
   struct Hold {
+    std::string node;
+    std::string type;  // the GPU type released
     int gpus = 0;
     double until = 0;
   };
-  std::map<std::string, Hold> holds_;
+  std::map<std::pair<std::string, std::string>, Hold> holds_;  // (node, type)
   EpochTrigger trigger_;
   JobTableSummary seen_jobs_;  // the job table at the last epoch or look (events.cpp)
   time_t jobs_since_ = 0;      // slurmctld's update time of that table

@@ -29,32 +29,35 @@ int64_t BatchFor(const PlanInput& in, const ElasticJob& job, int n) {
 
 }  // namespace
 
-// Free GPUs per usable node, and per GPU type the nodes ordered by most free GPUs first (ties by
-// name), kept in order as growth takes GPUs: choosing nodes costs O(log nodes).
+// Free GPUs per GPU type and usable node (a node with several types counts under each), and per
+// type the nodes ordered by most free GPUs first (ties by name), kept in order as growth takes
+// GPUs: choosing nodes costs O(log nodes).
 struct Controller::FreeGpus {
-  std::unordered_map<std::string, int> free;
-  std::map<std::string, std::set<std::pair<int, std::string>>> by_free;  // (-free, name)
+  std::map<std::string, std::unordered_map<std::string, int>> free;  // type -> node -> free GPUs
+  std::map<std::string, std::set<std::pair<int, std::string>>> by_free;  // type -> (-free, node)
 
   FreeGpus(const std::vector<NodeInfo>& nodes, const Registry& registry,
-           const std::map<uint32_t, const JobInfo*>& by_id, const std::map<std::string, Hold>& holds) {
-    std::unordered_map<std::string, std::string> type_of;
+           const std::map<uint32_t, const JobInfo*>& by_id,
+           const std::map<std::pair<std::string, std::string>, Hold>& holds) {
     for (const auto& n : nodes) {
-      if (n.usable && !n.draining) {
-        free[n.name] = n.free();
-        type_of[n.name] = n.gpu_type;
-      }
+      if (!n.usable || n.draining) continue;
+      for (const auto& t : n.Types()) free[t.type][n.name] = n.FreeOf(t.type);
     }
+    auto take = [&](const std::string& type, const std::string& node, int gpus) {
+      auto per_type = free.find(type);
+      if (per_type == free.end()) return;
+      auto it = per_type->second.find(node);
+      if (it != per_type->second.end()) it->second = std::max(0, it->second - gpus);
+    };
     for (const auto& [id, e] : registry.extensions) {  // submitted but not yet running: their GPUs are spoken for
       auto it = by_id.find(e.slurm_job);
-      if (it != by_id.end() && it->second->state == SlurmJobState::kPending && free.count(e.node)) {
-        free[e.node] = std::max(0, free[e.node] - e.gpus);
+      if (it != by_id.end() && it->second->state == SlurmJobState::kPending) take(e.gpu_type, e.node, e.gpus);
+    }
+    for (const auto& [key, hold] : holds) take(hold.type, hold.node, hold.gpus);  // released for a waiting job
+    for (const auto& [type, per_node] : free) {
+      for (const auto& [name, f] : per_node) {
+        if (f > 0) by_free[type].insert({-f, name});
       }
-    }
-    for (const auto& [node, hold] : holds) {  // released for a waiting job: not for growth
-      if (free.count(node)) free[node] = std::max(0, free[node] - hold.gpus);
-    }
-    for (const auto& [name, f] : free) {
-      if (f > 0) by_free[type_of[name]].insert({-f, name});
     }
   }
 };
@@ -188,9 +191,7 @@ nlohmann::json Controller::DiffAndEnact(const PlanInput& in, const std::optional
   }
   // Holds end when their time is up, or when no job waits for their GPU type any more (it started).
   std::erase_if(holds_, [&](const auto& h) {
-    auto nit = in.node_by_name.find(h.first);
-    return h.second.until <= now || nit == in.node_by_name.end() ||
-           (!in.waiting_types.count(nit->second->gpu_type) && !in.waiting_types.count(""));
+    return h.second.until <= now || (!in.waiting_types.count(h.second.type) && !in.waiting_types.count(""));
   });
   FreeGpus free(nodes, registry_, by_id, holds_);
   nlohmann::json decisions = nlohmann::json::array();
@@ -270,8 +271,9 @@ void Controller::Grow(ElasticJob& job, const PlanInput& in, int current, int tar
         break;
       }
     }
-    free.free[node] -= take;
-    if (free.free[node] > 0) order.insert({-free.free[node], node});
+    int& left = free.free[job.gpu_type][node];
+    left -= take;
+    if (left > 0) order.insert({-left, node});
     need -= take;
   }
   for (auto& k : skipped) order.insert(k);
@@ -322,7 +324,9 @@ void Controller::Shrink(ElasticJob& job, const PlanInput& in, int current, int t
   const bool someone_waits = in.waiting_types.count(job.gpu_type) > 0 || in.waiting_types.count("") > 0;
   for (Extension* e : chosen) {
     if (someone_waits && config_.release_hold_s > 0) {
-      Hold& h = holds_[e->node];
+      Hold& h = holds_[{e->node, job.gpu_type}];
+      h.node = e->node;
+      h.type = job.gpu_type;
       h.gpus += e->gpus;
       h.until = now + config_.release_hold_s;
       d["held_for_waiting_jobs_s"] = config_.release_hold_s;

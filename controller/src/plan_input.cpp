@@ -87,9 +87,11 @@ PlanInput BuildPlanInput(const Registry& registry, const std::vector<NodeInfo>& 
   auto& gpus_per_node = in.gpus_per_node;
   for (const auto& n : nodes) {
     in.node_by_name[n.name] = &n;
-    if (n.gpu_type.empty() || n.gpus == 0) continue;
-    gpus_per_node[n.gpu_type] = std::max(gpus_per_node[n.gpu_type], n.gpus);
-    if (n.usable) capacity[n.gpu_type] += n.gpus;
+    for (const auto& t : n.Types()) {  // a node with several GPU types counts for each
+      if (t.type.empty() || t.gpus == 0) continue;
+      gpus_per_node[t.type] = std::max(gpus_per_node[t.type], t.gpus);
+      if (n.usable) capacity[t.type] += t.gpus;
+    }
   }
   std::set<uint32_t> extension_jobs;
   for (const auto& [id, e] : registry.extensions) extension_jobs.insert(e.slurm_job);

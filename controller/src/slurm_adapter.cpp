@@ -117,6 +117,16 @@ Result<std::vector<NodeInfo>> SlurmAdapter::LoadNodes() {
     node.gpu_type = type;
     node.gpus = gpus;
     node.gpus_used = ParseGpuGres(Str(n.gres_used)).second;
+    if (type == "mixed") {  // several GPU types: each is planned as its own
+      auto used = ParseGpuGresByType(Str(n.gres_used));
+      for (const auto& [gpu_type, count] : ParseGpuGresByType(Str(n.gres))) {
+        TypedGpus g{gpu_type, count, 0};
+        for (const auto& [used_type, u] : used) {
+          if (used_type == gpu_type) g.gpus_used = u;
+        }
+        node.by_type.push_back(g);
+      }
+    }
     uint32_t base = n.node_state & NODE_STATE_BASE;
     uint32_t flags = n.node_state;
     node.draining = (flags & NODE_STATE_DRAIN) != 0;

@@ -18,17 +18,37 @@
 
 namespace elastic::controller {
 
+// A node's GPUs of one type.
+struct TypedGpus {
+  std::string type;
+  int gpus = 0;       // configured
+  int gpus_used = 0;  // allocated to jobs
+};
+
 struct NodeInfo {
   std::string name;
-  std::string gpu_type;  // "" for a node without typed GPUs
-  int gpus = 0;          // configured
-  int gpus_used = 0;     // allocated to jobs
+  std::string gpu_type;  // "" for a node without typed GPUs, "mixed" for one with several types
+  int gpus = 0;          // configured, all types
+  int gpus_used = 0;     // allocated to jobs, all types
+  // Per type, for a node with several GPU types (empty: the single type above).
+  std::vector<TypedGpus> by_type;
+  // The node's GPUs per type: by_type, or its single type.
+  std::vector<TypedGpus> Types() const {
+    return by_type.empty() ? std::vector<TypedGpus>{{gpu_type, gpus, gpus_used}} : by_type;
+  }
   bool usable = true;    // up and not drained, draining, failing, reserved or in maintenance
   bool draining = false; // drain requested (jobs may still run)
   // State not known to slurmctld right now (not responding, or just after slurmctld restarted and
   // before the node registered again): not usable for growth, but no reason to move work off it.
   bool unresponsive = false;
-  int free() const { return usable ? std::max(0, gpus - gpus_used) : 0; }
+  // Free GPUs of `type` ("": the node's single type) for growth.
+  int FreeOf(const std::string& type) const {
+    if (!usable) return 0;
+    for (const auto& t : Types()) {
+      if (t.type == type) return std::max(0, t.gpus - t.gpus_used);
+    }
+    return 0;
+  }
 };
 
 enum class SlurmJobState { kPending, kRunning, kSuspended, kEnded };
@@ -120,6 +140,7 @@ class SlurmAdapter {
 
 // The GPU parsers of Slurm's text forms (common/include/elastic/common/gres.h).
 using slurm_text::ParseGpuGres;
+using slurm_text::ParseGpuGresByType;
 using slurm_text::ParseGpuTres;
 using slurm_text::RunningJobGpus;
 

@@ -24,8 +24,13 @@ nlohmann::json SnapshotToJson(const std::vector<NodeInfo>& nodes, const std::vec
                               const nlohmann::json& registry) {
   nlohmann::json n = nlohmann::json::array();
   for (const auto& x : nodes) {
-    n.push_back({{"name", x.name}, {"gpu_type", x.gpu_type}, {"gpus", x.gpus}, {"gpus_used", x.gpus_used},
-                 {"usable", x.usable}, {"draining", x.draining}, {"unresponsive", x.unresponsive}});
+    nlohmann::json node{{"name", x.name}, {"gpu_type", x.gpu_type}, {"gpus", x.gpus}, {"gpus_used", x.gpus_used},
+                        {"usable", x.usable}, {"draining", x.draining}, {"unresponsive", x.unresponsive}};
+    if (!x.by_type.empty()) {  // several GPU types
+      node["by_type"] = nlohmann::json::array();
+      for (const auto& t : x.by_type) node["by_type"].push_back({{"type", t.type}, {"gpus", t.gpus}, {"gpus_used", t.gpus_used}});
+    }
+    n.push_back(std::move(node));
   }
   nlohmann::json j = nlohmann::json::array();
   for (const auto& x : jobs) {
@@ -52,6 +57,9 @@ Result<RecordedSnapshot> SnapshotFromJson(const nlohmann::json& j) {
       n.usable = x.value("usable", true);
       n.draining = x.value("draining", false);
       n.unresponsive = x.value("unresponsive", false);
+      if (x.contains("by_type")) {
+        for (const auto& t : x.at("by_type")) n.by_type.push_back({t.at("type"), t.value("gpus", 0), t.value("gpus_used", 0)});
+      }
       out.nodes.push_back(n);
     }
     for (const auto& x : j.at("jobs")) {

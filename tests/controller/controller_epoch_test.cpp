@@ -101,6 +101,43 @@ TEST(ControllerEpochTest, WaitingJobsComeBeforeExtensions) {
   EXPECT_EQ(r2.plan["decisions"][0]["target"], 4);
 }
 
+TEST(ControllerEpochTest, ANodeWithSeveralGpuTypesIsPlannedPerType) {
+  // One node of 4 GPUs of one type and an elastic job at 1 GPU (up to 4) on it; a second node
+  // with 2 GPUs of that type and 2 of another. The job grows to 4 over both nodes, taking only
+  // GPUs of its type from the mixed node.
+  RecordedSnapshot snap = GenerateSnapshot(1, 4, 1, 1, 0, 3);
+  ASSERT_EQ(snap.registry.size(), 1u);
+  snap.registry[0]["base_gpus"] = 1;
+  snap.registry[0]["spec"]["gpus_min"] = 1;
+  snap.registry[0]["spec"]["gpus_max"] = 6;
+  snap.jobs[0].gpus = 1;
+  snap.nodes[0].gpus_used = 2;  // another job holds one more
+  const std::string type = snap.nodes[0].gpu_type;
+  NodeInfo mixed;
+  mixed.name = "mixed1";
+  mixed.gpu_type = "mixed";
+  mixed.gpus = 4;
+  mixed.gpus_used = 1;
+  mixed.by_type = {{type, 2, 0}, {"other", 2, 1}};
+  snap.nodes.push_back(mixed);
+  // The recorded snapshot keeps the node's types.
+  auto again = SnapshotFromJson(SnapshotToJson(snap.nodes, snap.jobs, snap.registry));
+  ASSERT_TRUE(again.ok());
+  ASSERT_EQ(again.value().nodes[1].by_type.size(), 2u);
+  EXPECT_EQ(again.value().nodes[1].by_type[1].gpus_used, 1);
+  auto ctl = MakeController(snap);
+  EpochResult r = ctl->Epoch(snap.nodes, snap.jobs, true);
+  ASSERT_EQ(r.plan["decisions"].size(), 1u);
+  const auto& d = r.plan["decisions"][0];
+  ASSERT_EQ(d["action"], "grow") << r.plan.dump();
+  std::map<std::string, int> added;
+  for (const auto& g : d["groups"]) added[g["node"].get<std::string>()] += g["gpus"].get<int>();
+  EXPECT_EQ(added[snap.nodes[0].name], 2) << d.dump();
+  EXPECT_EQ(added["mixed1"], 2) << "the mixed node's GPUs of the job's type: " << d.dump();
+  EXPECT_EQ(r.plan["capacity"][type], 6) << r.plan.dump();
+  EXPECT_EQ(r.plan["capacity"]["other"], 2) << r.plan.dump();
+}
+
 TEST(ControllerEpochTest, RemainingTimeObjectiveFavoursTheJobAboutToFinish) {
   // One node of 4 GPUs, two elastic jobs with the same step-time samples at 1 GPU each (up to 4):
   // two free GPUs. One job has a tenth of the other's samples left at the same speed. With

@@ -19,6 +19,16 @@ TEST(Gres, NodeAndJobGres) {
   EXPECT_EQ(ParseGpuGres("gpu:a100:-3"), Gpus("a100", 0));
 }
 
+TEST(Gres, PerTypeForNodesWithSeveralTypes) {
+  using List = std::vector<Gpus>;
+  EXPECT_EQ(ParseGpuGresByType("gpu:a100:2(S:0),gpu:v100:2(S:1)"), List({{"a100", 2}, {"v100", 2}}));
+  // GresUsed: a type with none in use still appears; repeated types add up.
+  EXPECT_EQ(ParseGpuGresByType("gpu:a100:1(IDX:0),gpu:v100:0(IDX:N/A)"), List({{"a100", 1}, {"v100", 0}}));
+  EXPECT_EQ(ParseGpuGresByType("gpu:a100:1,shard:4,gpu:a100:2"), List({{"a100", 3}}));
+  EXPECT_EQ(ParseGpuGresByType("gpu:4"), List({{"", 4}}));
+  EXPECT_TRUE(ParseGpuGresByType("(null)").empty());
+}
+
 TEST(Gres, Tres) {
   EXPECT_EQ(ParseGpuTres("cpu=1,node=1,billing=1,gres/gpu=2,gres/gpu:a100=2"), Gpus("a100", 2));
   EXPECT_EQ(ParseGpuTres("cpu=4,gres/gpu=4"), Gpus("", 4));

@@ -5,12 +5,16 @@
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace elastic::slurm_text {
 
 // "gpu:a100:4(S:0),gpu:2" (a node's Gres/GresUsed, a job's GRES in use) -> (type, count). The type
 // is "mixed" when several types appear, "" when none is named.
 std::pair<std::string, int> ParseGpuGres(const std::string& gres);
+// The same per type, in order of first appearance: "gpu:a100:2(S:0),gpu:v100:2(S:1)" ->
+// [(a100, 2), (v100, 2)]; untyped GPUs count under "". Empty when the node has no GPU.
+std::vector<std::pair<std::string, int>> ParseGpuGresByType(const std::string& gres);
 // "cpu=2,node=1,gres/gpu=4,gres/gpu:a100=4" (TRES) -> (type, count) from gres/gpu; the type is ""
 // when untyped or mixed.
 std::pair<std::string, int> ParseGpuTres(const std::string& tres);

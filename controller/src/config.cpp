@@ -157,6 +157,13 @@ std::vector<config::KeySpec> Table(ControllerConfig& c) {
          return Apply(config::ParseInt(v, 1, 600000, "scheduler.solve_budget_ms"),
                       [&](int64_t n) { c.solve_budget_ms = static_cast<double>(n); });
        }},
+      {"scheduler.fit_budget_ms",
+       "milliseconds per epoch for fitting jobs' step-time models, 1-600000 (default 200); jobs measured at a new "
+       "size first, the others keep their last fit until a later epoch",
+       [&](std::string_view v) {
+         return Apply(config::ParseInt(v, 1, 600000, "scheduler.fit_budget_ms"),
+                      [&](int64_t n) { c.fit_budget_ms = static_cast<double>(n); });
+       }},
       {"scheduler.paused", "1: start with every elastic action paused (default 0)",
        [&](std::string_view v) {
          return Apply(config::ParseBool(v, "scheduler.paused"), [&](bool b) { c.paused = b; });

@@ -41,6 +41,9 @@ struct ControllerConfig {
   bool paused = false;                  // start with every elastic action paused
   double pending_weight = 100;          // weight of a waiting job against extension gains
   double solve_budget_ms = 300;         // the optimizer's time per epoch (exact below it)
+  // Time per epoch for fitting jobs' step-time models (model_refits.h): the most urgent first, the
+  // others keep their last fit until a later epoch; at least one fit per epoch.
+  double fit_budget_ms = 200;
   // Remaining-time objective (jobs that report total_samples): weights (1 / hours left)^x, and
   // a rescale must save rescale_payback times its cost of the job's remaining run. 0: off.
   double srpt_exponent = 0;

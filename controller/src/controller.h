@@ -144,12 +144,10 @@ class Controller {
   // `a`: the plan's assignment for the job (nullptr: none, or it gets nothing this epoch).
   Json Decide(ElasticJob& job, const PlanInput& in, const optimizer::Assignment* a, FreeGpus& free, bool dry_run,
               double now);
-  void Grow(ElasticJob& job, const PlanInput& in, int current, int target, FreeGpus& free, bool dry_run, double now,
-            Json& d);
+  void Grow(ElasticJob& job, const PlanInput& in, int current, int target, FreeGpus& free, bool dry_run, Json& d);
   void Shrink(ElasticJob& job, const PlanInput& in, int current, int target, const std::vector<int64_t>& draining,
               bool dry_run, double now, Json& d);
-  void MaybeChangeBatch(ElasticJob& job, const PlanInput& in, int gpus, int64_t batch, bool dry_run, double now,
-                        Json& d);
+  void MaybeChangeBatch(ElasticJob& job, const PlanInput& in, int gpus, int64_t batch, bool dry_run, Json& d);
 
   ControllerConfig config_;
   std::unique_ptr<Database> db_;

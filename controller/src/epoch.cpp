@@ -10,6 +10,7 @@
 #include "elastic/common/log.h"
 #include "elastic/optimizer/policy.h"
 #include "job_model.h"
+#include "model_refits.h"
 
 namespace elastic::controller {
 namespace {
@@ -88,6 +89,12 @@ EpochResult Controller::Epoch(const std::vector<NodeInfo>& nodes, const std::vec
 
   if (!dry_run) SyncWithSlurm(by_id, now);
 
+  // The jobs' step-time models, within the fit budget (model_refits.h): the plan's input and the
+  // batch decisions use each job's last fit.
+  auto t_fit = Clock::now();
+  const RefitReport fits = RefitModels(registry_, config_.fit_budget_ms, now);
+  result.stage_ms["fit"] = MsSince(t_fit);
+
   auto t_snap = Clock::now();
   PlanInput in = BuildPlanInput(registry_, nodes, sjobs, config_, paused_all_, now);
   result.stage_ms["snapshot"] = MsSince(t_snap);
@@ -123,13 +130,15 @@ EpochResult Controller::Epoch(const std::vector<NodeInfo>& nodes, const std::vec
                  {"jobs", in.snap.jobs.size()},
                  {"capacity", in.capacity},
                  {"decisions", decisions},
+                 {"fits", fits.ToJson()},
                  {"stage_ms", result.stage_ms}};
   if (!dry_run) {
     ++epochs_;
     nlohmann::json inputs{{"capacity", in.capacity}, {"jobs", in.snap.jobs.size()}, {"elastic", in.elastic_order.size()}};
     records::RecordEpoch(*db_, now, result.duration_ms, config_.policy, static_cast<int64_t>(in.snap.jobs.size()),
                          plan ? std::optional<double>(plan->objective) : std::nullopt, inputs, decisions);
-    Log(LogLevel::kVerbose, kComponent, "epoch ", epochs_, ": ", in.snap.jobs.size(), " jobs, ", result.duration_ms, " ms");
+    Log(LogLevel::kVerbose, kComponent, "epoch ", epochs_, ": ", in.snap.jobs.size(), " jobs, ", result.duration_ms, " ms, ",
+        fits.fitted, " of ", fits.due, " due model fits");
   }
   return result;
 }
@@ -228,25 +237,25 @@ nlohmann::json Controller::Decide(ElasticJob& job, const PlanInput& in, const op
   if (auto f = in.finishing.find(id); f != in.finishing.end()) d["time_left_s"] = f->second;  // not grown
   if (in.no_step.count(id)) d["no_step_yet"] = true;  // not grown: its program has reported no step
   if (target > current) {
-    Grow(job, in, current, target, free, dry_run, now, d);
+    Grow(job, in, current, target, free, dry_run, d);
   } else if (target < current || !draining.empty()) {
     Shrink(job, in, current, target, draining, dry_run, now, d);
   } else {
-    MaybeChangeBatch(job, in, current, target_batch, dry_run, now, d);
+    MaybeChangeBatch(job, in, current, target_batch, dry_run, d);
   }
   return d;
 }
 
 void Controller::MaybeChangeBatch(ElasticJob& job, const PlanInput& in, int gpus, int64_t batch, bool dry_run,
-                                  double now, nlohmann::json& d) {
+                                  nlohmann::json& d) {
   const bool frozen = in.frozen_jobs.count(job.id) > 0 || in.finishing.count(job.id) > 0;
-  if (DecideBatchChange(job, gpus, batch, frozen, in.GpusPerNode(job.gpu_type), config_.min_gain, now, d) && !dry_run) {
+  if (DecideBatchChange(job, gpus, batch, frozen, in.GpusPerNode(job.gpu_type), config_.min_gain, d) && !dry_run) {
     QueueBatchChange(job, batch, gpus, d);
   }
 }
 
 void Controller::Grow(ElasticJob& job, const PlanInput& in, int current, int target, FreeGpus& free, bool dry_run,
-                      double now, nlohmann::json& d) {
+                      nlohmann::json& d) {
   d["action"] = "grow";
   int need = target - current;
   int step = static_cast<int>(job.Spec().GpuStep());
@@ -290,7 +299,7 @@ void Controller::Grow(ElasticJob& job, const PlanInput& in, int current, int tar
     job.grow_batch = per_job != in.batch_at.end() ? per_job->second : std::map<int, int64_t>{};
   }
   // None at all: the job keeps its size this epoch, and may change its batch at that size.
-  if (groups.empty()) MaybeChangeBatch(job, in, current, BatchFor(in, job, current), dry_run, now, d);
+  if (groups.empty()) MaybeChangeBatch(job, in, current, BatchFor(in, job, current), dry_run, d);
 }
 
 void Controller::Shrink(ElasticJob& job, const PlanInput& in, int current, int target,

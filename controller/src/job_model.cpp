@@ -6,7 +6,6 @@
 #include <limits>
 #include <map>
 #include <memory>
-#include <set>
 #include <string>
 #include <utility>
 
@@ -63,28 +62,28 @@ optimizer::Placement PlacementOf(const ElasticJob& job, int gpus, int gpus_per_n
   return {job.gpu_type, std::max(1, (gpus + gpus_per_node - 1) / gpus_per_node), gpus};
 }
 
-// The job's goodput model: its step-time fit, capped at linear scaling from its base size, and its
-// gradient-noise statistics. One GPU count cannot separate a step's fixed cost from its
-// per-sample cost, and a fit then predicts anything: until the job has run at two sizes there is
-// no model (the prior decides). The fit sees the samples as PlausibleSamples leaves them: no
-// measured speed-up beyond linear either.
-std::optional<optimizer::GoodputModel> Model(const ElasticJob& job, int gpus_per_node, double now) {
-  std::set<int> sizes;
-  for (const auto& smp : job.samples) sizes.insert(smp.gpus);
-  if (sizes.size() < 2) return std::nullopt;
-  if (!job.fit || sizes.size() > job.fit_sizes || job.samples.size() >= 2 * job.fit_samples || now - job.fit_at > 300) {
-    auto fitted = optimizer::FitPollux(PlausibleSamples(job.samples));
-    job.fit = fitted.ok() ? std::optional<optimizer::PolluxParams>(fitted.value()) : std::nullopt;
-    job.fit_samples = job.samples.size();
-    job.fit_sizes = sizes.size();
-    job.fit_at = now;
-  }
-  if (!job.fit) return std::nullopt;
+// The job's goodput model: its last step-time fit (FitModel), capped at linear scaling from its
+// base size, and its gradient-noise statistics. One GPU count cannot separate a step's fixed cost
+// from its per-sample cost, and a fit then predicts anything: until the job has run at two sizes
+// there is no model (the prior decides). The fit saw the samples as PlausibleSamples leaves them:
+// no measured speed-up beyond linear either.
+std::optional<optimizer::GoodputModel> Model(const ElasticJob& job, int gpus_per_node) {
+  if (!job.fit || MeasuredSizes(job) < 2) return std::nullopt;
   auto fit = std::make_shared<optimizer::PolluxThroughput>(
       std::map<std::string, optimizer::PolluxParams>{{job.gpu_type, *job.fit}});
   auto tp = std::make_shared<LinearScalingCap>(fit, PlacementOf(job, job.base_gpus, gpus_per_node));
   // Without statistics the efficiency is never consulted (the batch stays fixed, ChoosesBatch).
   return optimizer::GoodputModel(tp, job.efficiency.value_or(optimizer::EfficiencyParams{1.0, 1.0, 0.0}));
+}
+
+// A number in [0, 1) fixed by the job and its fit (splitmix64): the jitter of its refit period.
+double RefitJitter(uint32_t job, uint64_t generation) {
+  uint64_t z = (static_cast<uint64_t>(job) << 32) ^ generation;
+  z += 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  z ^= z >> 31;
+  return static_cast<double>(z >> 11) / 9007199254740992.0;  // 53 bits
 }
 
 // Goodput of a global batch split over the placement's GPUs as the runtime splits it (shares
@@ -133,6 +132,39 @@ std::vector<optimizer::StepSample> PlausibleSamples(const std::vector<optimizer:
   return out;
 }
 
+int MeasuredSizes(const ElasticJob& job) {
+  // A job runs at few sizes: a short list beats a set over its (up to 256) samples.
+  std::vector<int> sizes;
+  for (const auto& smp : job.samples) {
+    if (std::find(sizes.begin(), sizes.end(), smp.gpus) == sizes.end()) sizes.push_back(smp.gpus);
+  }
+  return static_cast<int>(sizes.size());
+}
+
+FitNeed FitDue(const ElasticJob& job, double now) {
+  const int sizes = MeasuredSizes(job);
+  if (sizes < 2) return FitNeed::kNone;
+  if (job.fit_generation == 0 || static_cast<size_t>(sizes) > job.fit_sizes) return FitNeed::kNewSize;
+  if (job.samples.size() >= 2 * job.fit_samples) return FitNeed::kMoreSamples;
+  // A stale fit of the same samples would come out the same: refitted only once metrics arrived.
+  if (now >= job.refit_at && job.metrics_received != job.fit_metrics) return FitNeed::kStale;
+  return FitNeed::kNone;
+}
+
+void FitModel(const ElasticJob& job, double now) {
+  const size_t sizes = static_cast<size_t>(MeasuredSizes(job));
+  const bool refit = job.fit.has_value() && sizes == job.fit_sizes;
+  auto fitted = optimizer::FitPollux(PlausibleSamples(job.samples), refit ? job.fit : std::nullopt);
+  job.fit = fitted.ok() ? std::optional<optimizer::PolluxParams>(fitted.value()) : std::nullopt;
+  ++job.fit_generation;
+  job.fit_samples = job.samples.size();
+  job.fit_sizes = sizes;
+  job.fit_metrics = job.metrics_received;
+  job.fit_at = now;
+  job.refit_at = now + kRefitPeriodS * (0.75 + 0.5 * RefitJitter(job.id, job.fit_generation));
+  job.fit_wanted_since = 0;
+}
+
 std::optional<optimizer::EfficiencyParams> EfficiencyFromMetrics(double grad_sqr, double grad_var, double base_batch) {
   if (!std::isfinite(grad_sqr) || !std::isfinite(grad_var) || !(grad_sqr > 0) || !(grad_var > 0) || !(base_batch > 0)) {
     return std::nullopt;
@@ -150,12 +182,12 @@ bool BatchElastic(const ElasticJob& job) {
   return spec.batch.min.value_or(0) > 0 && spec.batch.max.value_or(0) >= spec.batch.min.value_or(0);
 }
 
-std::vector<optimizer::Option> JobOptions(const ElasticJob& job, int max_gpus, int gpus_per_node, double now) {
+std::vector<optimizer::Option> JobOptions(const ElasticJob& job, int max_gpus, int gpus_per_node) {
   std::vector<optimizer::Option> options;
   const int base = job.base_gpus;
   const int step = static_cast<int>(job.Spec().GpuStep());
   const optimizer::Job spec = BatchSpec(job, max_gpus);
-  const std::optional<optimizer::GoodputModel> model = Model(job, gpus_per_node, now);
+  const std::optional<optimizer::GoodputModel> model = Model(job, gpus_per_node);
   const bool choose = ChoosesBatch(job);
   // The best batch and its goodput at n GPUs: the model's search within the bounds, or the
   // current batch when the batch is not the model's to choose.
@@ -196,8 +228,8 @@ std::vector<optimizer::Option> JobOptions(const ElasticJob& job, int max_gpus, i
 }
 
 std::optional<double> BatchGain(const ElasticJob& job, int gpus, int gpus_per_node, int64_t from_batch,
-                                int64_t to_batch, double now) {
-  const std::optional<optimizer::GoodputModel> model = Model(job, gpus_per_node, now);
+                                int64_t to_batch) {
+  const std::optional<optimizer::GoodputModel> model = Model(job, gpus_per_node);
   if (!model || !ChoosesBatch(job)) return std::nullopt;
   const optimizer::Placement pl = PlacementOf(job, gpus, gpus_per_node);
   const std::optional<double> from = Goodput(*model, pl, from_batch);
@@ -207,10 +239,10 @@ std::optional<double> BatchGain(const ElasticJob& job, int gpus, int gpus_per_no
 }
 
 bool DecideBatchChange(const ElasticJob& job, int gpus, int64_t target_batch, bool frozen, int gpus_per_node,
-                       double min_gain, double now, nlohmann::json& decision) {
+                       double min_gain, nlohmann::json& decision) {
   decision["action"] = "stay";
   if (frozen || target_batch <= 0 || job.batch <= 0 || target_batch == job.batch || !ChoosesBatch(job)) return false;
-  const std::optional<double> gain = BatchGain(job, gpus, gpus_per_node, job.batch, target_batch, now);
+  const std::optional<double> gain = BatchGain(job, gpus, gpus_per_node, job.batch, target_batch);
   if (!gain) return false;
   decision["gain"] = *gain;
   if (*gain < 1.0 + min_gain) return false;

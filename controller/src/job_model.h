@@ -43,26 +43,50 @@ double NoiseScale(const optimizer::EfficiencyParams& p);
 // Without them the batch stays the program's own and only the GPU count changes.
 bool BatchElastic(const ElasticJob& job);
 
+// The number of GPU counts the job's step-time samples were measured at (its model needs two).
+int MeasuredSizes(const ElasticJob& job);
+
+// The mean time between two fits of one job's step-time model while it reports metrics. Each
+// fit's staleness comes after a period drawn from 0.75-1.25 times this (fixed by the job and the
+// fit): fits made in one epoch do not all go stale in the same later epoch.
+constexpr double kRefitPeriodS = 300;
+
+// Why a job's step-time model should be fitted now; the first the most urgent.
+enum class FitNeed {
+  kNone,         // it has run at one size only, or its fit is recent, or nothing arrived since
+  kNewSize,      // never fitted, or it has run at a size its fit has not seen
+  kMoreSamples,  // twice the samples its fit saw
+  kStale,        // its fit's refit time passed, and metrics arrived since the fit
+};
+FitNeed FitDue(const ElasticJob& job, double now);
+
+// Fits the job's step-time model now, on PlausibleSamples, and sets when it goes stale. A refit
+// at the sizes its last fit saw starts from that fit (FitPollux's warm start, about a fifth of
+// the work); a first fit, or one after a new size, starts cold. A failed fit leaves no model (the
+// prior) until the next one. `now` in Unix seconds. model_refits.h decides when it runs.
+void FitModel(const ElasticJob& job, double now);
+
 // The job's option table for GPU counts from its base to max_gpus (in its GPU steps): from its
-// goodput model once it has run at two sizes (utility = goodput / goodput at the base size, the
-// batch the best for that count), else the optimistic prior (near-linear speed-up, the current
-// batch). Fits the step-time model when needed (cached in the job). `now` in Unix seconds.
+// goodput model once it has run at two sizes and has a fit (FitModel; utility = goodput /
+// goodput at the base size, the batch the best for that count), else the optimistic prior
+// (near-linear speed-up, the current batch). Fits nothing: the model is the job's last fit,
+// however old.
 // A job's claimed speed-up never exceeds what its measurements support: the model is fitted on
 // PlausibleSamples, and its step time at n GPUs is never below its base size's at the same local
 // batch: at most linear scaling (docs/admin-guide.md, "How elasticd sizes a job").
-std::vector<optimizer::Option> JobOptions(const ElasticJob& job, int max_gpus, int gpus_per_node, double now);
+std::vector<optimizer::Option> JobOptions(const ElasticJob& job, int max_gpus, int gpus_per_node);
 
-// Goodput at `gpus` with global batch to_batch over that with from_batch, from the job's model;
-// nullopt without a model or when either batch is not feasible there.
+// Goodput at `gpus` with global batch to_batch over that with from_batch, from the job's model
+// (its last fit); nullopt without a model or when either batch is not feasible there.
 std::optional<double> BatchGain(const ElasticJob& job, int gpus, int gpus_per_node, int64_t from_batch,
-                                int64_t to_batch, double now);
+                                int64_t to_batch);
 
 // Whether a job that keeps its size (`gpus`) should change its global batch to target_batch: the
 // batch is the model's to choose, the job may change now (not frozen), and the model promises at
 // least min_gain (0.05: 5 %) more goodput at target_batch than at the current batch. Sets
 // decision["action"] to "batch" or "stay" and, when the model was asked, decision["gain"].
 bool DecideBatchChange(const ElasticJob& job, int gpus, int64_t target_batch, bool frozen, int gpus_per_node,
-                       double min_gain, double now, nlohmann::json& decision);
+                       double min_gain, nlohmann::json& decision);
 
 // Seconds of training the job has left at its current size: its samples still to train at the
 // speed of its last step-time sample, less the time since that sample arrived. nullopt when

@@ -28,16 +28,14 @@ int MaxGpus(const ElasticJob& job, int planned, int account_ext, const Controlle
 
 // The job's option table (JobOptions), cached in the job. Option tables change only with the
 // job's model or bounds: reuse them for a minute. Inputs of the table: the bounds, the sizes
-// measured (a second one makes the model), the fit, the batch, and the noise scale in 5% steps
-// (the best batches move with it).
+// measured (one size: the prior), the fit (its generation: a new fit, a new table), the batch, and
+// the noise scale in 5% steps (the best batches move with it).
 std::vector<optimizer::Option> CachedOptions(const ElasticJob& job, int max_gpus, int gpn, double now) {
   const double noise = job.efficiency ? NoiseScale(*job.efficiency) : 0.0;
   const int noise_key = std::isfinite(noise) && noise > 0 ? static_cast<int>(std::lround(20 * std::log(noise))) : -1;
-  std::set<int> sizes;
-  for (const auto& smp : job.samples) sizes.insert(smp.gpus);
-  auto key = std::make_tuple(max_gpus, gpn, job.fit_at, job.batch, noise_key, static_cast<int>(sizes.size()));
+  auto key = std::make_tuple(max_gpus, gpn, job.fit_generation, job.batch, noise_key, MeasuredSizes(job));
   if (job.options_cache && job.options_key == key && now - job.options_at < 60) return *job.options_cache;
-  std::vector<optimizer::Option> options = JobOptions(job, max_gpus, gpn, now);
+  std::vector<optimizer::Option> options = JobOptions(job, max_gpus, gpn);
   job.options_cache = options;
   job.options_key = key;
   job.options_at = now;

@@ -61,15 +61,21 @@ struct ElasticJob {
   std::optional<optimizer::EfficiencyParams> efficiency;
   MetricsTrust trust;  // what the plausibility check of its metrics keeps (metrics_check.h)
   // The step-time model fitted from `samples` (not persisted: refitted after a restart). Fitting
-  // is the costly part of an epoch, so a fit is reused until the job has twice the samples it
-  // was fitted on, has run at a new size, or is five minutes old.
+  // is the costly part of an epoch: model_refits.h chooses the jobs fitted in each epoch, within
+  // scheduler.fit_budget_ms; the others keep their last fit (or the prior) until their turn.
+  // A fit is due when the job ran at a new size, has twice the samples it was fitted on, or its
+  // fit is stale (refit_at passed, and metrics arrived since: FitDue, job_model.h).
   mutable std::optional<optimizer::PolluxParams> fit;
+  mutable uint64_t fit_generation = 0;  // fits made (0: never fitted); the option table's cache key
   mutable size_t fit_samples = 0;
   mutable size_t fit_sizes = 0;
+  mutable int64_t fit_metrics = 0;      // metrics_received at the fit: equal now, the samples are too
   mutable double fit_at = 0;
+  mutable double refit_at = 0;          // when the fit goes stale: fit_at + a jittered refit period
+  mutable double fit_wanted_since = 0;  // when its pending fit became due (0: none pending)
   // The option table of the last epoch, reused while its inputs are the same (plan_input.cpp).
   mutable std::optional<std::vector<optimizer::Option>> options_cache;
-  mutable std::tuple<int, int, double, int64_t, int, int> options_key{};
+  mutable std::tuple<int, int, uint64_t, int64_t, int, int> options_key{};
   mutable double options_at = 0;
 
   nlohmann::json ToJson() const;

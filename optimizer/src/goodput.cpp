@@ -6,6 +6,8 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <tuple>
 
 namespace elastic::optimizer {
 
@@ -26,9 +28,36 @@ namespace {
 // Parameter vector layout used by the fit.
 enum Param { kAlphaC, kBetaC, kAlphaN, kBetaN, kAlphaR, kBetaR, kGamma, kNumParams };
 
+// The samples as the fit sees them: one point per distinct (nodes, GPUs, local batch), weighted by
+// its number of samples, at the mean of their log step times. The squared log error of the
+// samples is that of the points plus a constant (each point's spread about its mean), so the
+// minimiser is the same, and a loss costs one evaluation per configuration instead of one per
+// sample (a job's window of samples repeats a few configurations). Points keep the order of
+// their first sample: without repeats the loss is the per-sample sum, term for term.
+struct FitPoint {
+  int nodes = 1;
+  int gpus = 1;
+  double local_batch = 1.0;
+  double weight = 0.0;    // samples at this configuration
+  double log_time = 0.0;  // their mean log step time
+};
+
+std::vector<FitPoint> FitPoints(const std::vector<StepSample>& samples) {
+  std::vector<FitPoint> points;
+  std::map<std::tuple<int, int, double>, size_t> index;
+  for (const StepSample& s : samples) {
+    auto [it, added] = index.try_emplace({s.nodes, s.gpus, s.local_batch}, points.size());
+    if (added) points.push_back({s.nodes, s.gpus, s.local_batch, 0.0, 0.0});
+    FitPoint& p = points[it->second];
+    p.weight += 1.0;
+    p.log_time += (std::log(s.step_time) - p.log_time) / p.weight;  // running mean
+  }
+  return points;
+}
+
 // The fit optimises a subset of the parameters ("free"); the others are fixed or tied.
 struct FitProblem {
-  const std::vector<StepSample>* samples;
+  std::vector<FitPoint> points;
   std::array<double, kNumParams> fixed{};
   std::array<int, kNumParams> source{};  // >= 0: index into the free vector; -1: fixed; -2-k: same as param k
 
@@ -47,10 +76,10 @@ struct FitProblem {
   double Loss(const std::vector<double>& x) const {
     const PolluxParams p = Expand(x);
     double loss = 0.0;
-    for (const StepSample& s : *samples) {
+    for (const FitPoint& s : points) {
       const double pred = PolluxStepTime(p, s.nodes, s.gpus, s.local_batch, 0);
-      const double d = std::log(std::max(pred, 1e-300)) - std::log(s.step_time);
-      loss += d * d;
+      const double d = std::log(std::max(pred, 1e-300)) - s.log_time;
+      loss += s.weight * d * d;
     }
     return loss;
   }
@@ -62,7 +91,7 @@ double NloptLoss(const std::vector<double>& x, std::vector<double>& /*grad*/, vo
 
 }  // namespace
 
-Result<PolluxParams> FitPollux(const std::vector<StepSample>& samples) {
+Result<PolluxParams> FitPollux(const std::vector<StepSample>& samples, const std::optional<PolluxParams>& warm_start) {
   if (samples.empty()) return Status(ErrorKind::kInvalidArgument, "no step-time samples to fit");
   double tmax = 0.0, tmin = std::numeric_limits<double>::infinity(), bmin = tmin;
   bool multi_gpu = false, multi_node = false, beyond_two = false;
@@ -78,7 +107,7 @@ Result<PolluxParams> FitPollux(const std::vector<StepSample>& samples) {
     beyond_two = beyond_two || s.gpus > 2;
   }
   FitProblem fp;
-  fp.samples = &samples;
+  fp.points = FitPoints(samples);
   // Optimistic priors where the data says nothing: perfect scaling without multi-GPU data,
   // no per-replica growth without more than two replicas, cross-node like intra-node
   // without multi-node data.
@@ -106,12 +135,34 @@ Result<PolluxParams> FitPollux(const std::vector<StepSample>& samples) {
     ub.push_back(hi[i]);
     x0.push_back(std::clamp(start[i], lo[i], hi[i]));
   }
-  std::vector<double> best_x = x0;
-  double best = fp.Loss(x0);
-  // Two starts (little and much overlap of compute and communication); keep the better fit.
-  for (double gamma0 : {1.5, 5.0}) {
-    std::vector<double> x = x0;
-    if (fp.source[kGamma] >= 0) x[static_cast<size_t>(fp.source[kGamma])] = gamma0;
+  // Two cold starts (little and much overlap of compute and communication), or one local search
+  // from a previous fit (warm_start: a refit on samples that changed a little): its first steps are
+  // a tenth of each parameter (at least 1e-4 of its range), so it stays near that fit's optimum
+  // unless the new samples move it.
+  std::vector<std::vector<double>> starts;
+  std::vector<double> first_step;
+  if (warm_start) {
+    const PolluxParams& w = *warm_start;
+    const std::array<double, kNumParams> prev = {w.alpha_c, w.beta_c, w.alpha_n, w.beta_n, w.alpha_r, w.beta_r, w.gamma};
+    std::vector<double> x;
+    for (int i = 0; i < kNumParams; ++i) {
+      if (fp.source[i] < 0) continue;
+      const double v = std::isfinite(prev[i]) ? std::clamp(prev[i], lo[i], hi[i]) : x0[x.size()];
+      first_step.push_back(std::max(0.1 * std::abs(v), 1e-4 * (hi[i] - lo[i])));
+      x.push_back(v);
+    }
+    starts.push_back(std::move(x));
+  } else {
+    for (double gamma0 : {1.5, 5.0}) {
+      std::vector<double> x = x0;
+      if (fp.source[kGamma] >= 0) x[static_cast<size_t>(fp.source[kGamma])] = gamma0;
+      starts.push_back(std::move(x));
+    }
+  }
+  std::vector<double> best_x = starts.front();
+  double best = fp.Loss(best_x);
+  // Keep the better fit.
+  for (std::vector<double>& x : starts) {
     nlopt::opt opt(nlopt::LN_BOBYQA, static_cast<unsigned>(x.size()));
     opt.set_lower_bounds(lb);
     opt.set_upper_bounds(ub);
@@ -119,6 +170,7 @@ Result<PolluxParams> FitPollux(const std::vector<StepSample>& samples) {
     opt.set_xtol_rel(1e-10);
     opt.set_ftol_abs(1e-16);
     opt.set_maxeval(20000);
+    if (!first_step.empty()) opt.set_initial_step(first_step);
     double value = 0.0;
     try {
       opt.optimize(x, value);

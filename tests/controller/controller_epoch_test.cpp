@@ -31,6 +31,9 @@ std::unique_ptr<Controller> MakeController(const RecordedSnapshot& snap, Control
   EXPECT_TRUE(db.ok());
   SeedRegistry(*db.value(), snap.registry);
   cfg.min_rescale_interval_s = 0;
+  // These tests are about the plan: every model is fitted in the first epoch, however slow the
+  // build (sanitizers). TheEpochFitsModelsWithinItsBudget tests the budget.
+  cfg.fit_budget_ms = 600000;
   return std::make_unique<Controller>(cfg, std::move(db).value(), nullptr);
 }
 
@@ -513,6 +516,41 @@ TEST(ControllerEpochTest, AGrowthNodesCannotTakeKeepsTheSizeOrGrowsLess) {
   EXPECT_EQ(d["wanted"], 4) << d.dump();
   EXPECT_EQ(d["target"], 3) << d.dump();
   EXPECT_NEAR(d["target_batch"].get<double>(), 387, 39) << d.dump();
+}
+
+TEST(ControllerEpochTest, TheEpochFitsModelsWithinItsBudget) {
+  // Jobs measured at two sizes (half of them), none fitted yet (as after a restart), a budget of
+  // 1 ms: each epoch fits at least one and stops once the budget is spent; the others plan with
+  // the prior until their turn, and every job has its fit within as many epochs as there are.
+  RecordedSnapshot snap = GenerateSnapshot(40, 4, 2, 60, 0, 7);
+  int measured = 0;
+  for (const auto& j : snap.registry) measured += !j["samples"].empty();
+  ASSERT_GT(measured, 10);
+  auto db = Database::Open(":memory:");
+  ASSERT_TRUE(db.ok());
+  SeedRegistry(*db.value(), snap.registry);
+  ControllerConfig cfg;
+  cfg.fit_budget_ms = 1;
+  Controller ctl(cfg, std::move(db).value(), nullptr);
+  int due = -1, epochs = 0, fitted = 0;
+  while (due != 0 && epochs < 100) {
+    const EpochResult r = ctl.Epoch(snap.nodes, snap.jobs, true);
+    ++epochs;
+    const nlohmann::json& fits = r.plan["fits"];
+    ASSERT_TRUE(r.stage_ms.count("fit"));
+    if (epochs == 1) {
+      EXPECT_EQ(fits["due"], measured) << fits.dump();
+    }
+    due = fits["due"].get<int>() - fits["fitted"].get<int>();
+    if (fits["due"].get<int>() > 0) {
+      EXPECT_GE(fits["fitted"].get<int>(), 1) << fits.dump();
+      EXPECT_LT(fits["ms"].get<double>(), cfg.fit_budget_ms + fits["longest_ms"].get<double>()) << fits.dump();
+    }
+    fitted += fits["fitted"].get<int>();
+  }
+  EXPECT_EQ(due, 0);
+  EXPECT_EQ(fitted, measured) << "each job fitted once: no metrics arrived, so no refit";
+  EXPECT_LE(epochs, measured);
 }
 
 TEST(ControllerEpochTest, SnapshotRoundTripsThroughJson) {

@@ -1,7 +1,7 @@
 // What elasticd derives from one job's measurements (controller/src/job_model.h): the runtime's
 // gradient statistics as efficiency parameters, the best batch per GPU count against the closed
-// form of the goodput optimum, which jobs keep their batch, batch changes at a fixed size, and
-// the time a job has left.
+// form of the goodput optimum, which jobs keep their batch, batch changes at a fixed size, when a
+// job's model is due for a fit, and the time a job has left.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -76,6 +76,7 @@ ElasticJob MeasuredJob(double phi, bool batch_bounds = true) {
   }
   const double var = 2.0;  // tr(Sigma)
   job.efficiency = EfficiencyFromMetrics(var / phi, var, 64);
+  FitModel(job, kNow);
   return job;
 }
 
@@ -84,7 +85,7 @@ double BestBatchClosedForm(double phi, int gpus) { return std::sqrt((0.005 + 0.0
 TEST(JobModelTest, BestBatchPerGpuCountMatchesTheClosedForm) {
   for (double phi : {100.0, 400.0, 2000.0}) {
     ElasticJob job = MeasuredJob(phi);
-    auto options = JobOptions(job, 8, 8, kNow);
+    auto options = JobOptions(job, 8, 8);
     ASSERT_EQ(options.size(), 7u) << phi;
     int64_t previous = 0;
     for (const auto& o : options) {
@@ -106,7 +107,7 @@ TEST(JobModelTest, JobsKeepTheirBatchWithoutBoundsOrStatistics) {
   ElasticJob one_size = MeasuredJob(400);  // the prior: no model from one size
   std::erase_if(one_size.samples, [](const optimizer::StepSample& s) { return s.gpus != 2; });
   for (const ElasticJob* job : {&fixed, &unmeasured, &one_size}) {
-    auto options = JobOptions(*job, 8, 8, kNow);
+    auto options = JobOptions(*job, 8, 8);
     ASSERT_EQ(options.size(), 7u);
     for (const auto& o : options) EXPECT_EQ(o.batch, 256) << o.gpus << " GPUs";
     EXPECT_GT(options.back().utility, 1.0);
@@ -118,7 +119,7 @@ TEST(JobModelTest, JobsKeepTheirBatchWithoutBoundsOrStatistics) {
 TEST(JobModelTest, BatchChangesAtTheSameSize) {
   // phi 2000 at 2 GPUs: B* ~ 424. From 64 the gain is large; from 400 it is below 5%.
   ElasticJob job = MeasuredJob(2000);
-  const int64_t best = JobOptions(job, 2, 8, kNow).front().batch;
+  const int64_t best = JobOptions(job, 2, 8).front().batch;
   struct Case {
     int64_t current;
     bool frozen, bounds;
@@ -132,17 +133,59 @@ TEST(JobModelTest, BatchChangesAtTheSameSize) {
     ElasticJob j = MeasuredJob(2000, c.bounds);
     j.batch = c.current;
     nlohmann::json d;
-    const bool change = DecideBatchChange(j, 2, best, c.frozen, 8, 0.05, kNow, d);
+    const bool change = DecideBatchChange(j, 2, best, c.frozen, 8, 0.05, d);
     EXPECT_EQ(d["action"], c.action) << c.current << " " << c.frozen << " " << d.dump();
     EXPECT_EQ(change, std::string(c.action) == "batch");
   }
   ElasticJob j = MeasuredJob(2000);
   j.batch = 64;
-  auto gain = BatchGain(j, 2, 8, 64, best, kNow);
+  auto gain = BatchGain(j, 2, 8, 64, best);
   ASSERT_TRUE(gain);
   // The closed form of the goodput ratio (step times exact, so the fit reproduces them).
   auto goodput = [](double b) { return b / (0.045 + 0.001 * b / 2) * (2000 + 64) / (2000 + b); };
   EXPECT_NEAR(*gain, goodput(static_cast<double>(best)) / goodput(64), 0.02);
+}
+
+TEST(JobModelTest, AFitIsDueAtANewSizeWithTwiceTheSamplesOrWhenStale) {
+  ElasticJob job = MeasuredJob(2000);  // fitted at kNow on 6 samples at 2 sizes
+  job.metrics_received = 6;
+  FitModel(job, kNow);
+  const std::vector<optimizer::Option> fitted = JobOptions(job, 8, 8);
+  EXPECT_EQ(FitDue(job, kNow), FitNeed::kNone);
+  EXPECT_GE(job.refit_at, kNow + 0.75 * kRefitPeriodS);
+  EXPECT_LE(job.refit_at, kNow + 1.25 * kRefitPeriodS);
+  // Stale, but nothing arrived since the fit: a refit would make the same fit.
+  EXPECT_EQ(FitDue(job, job.refit_at + 1), FitNeed::kNone);
+  job.metrics_received++;
+  EXPECT_EQ(FitDue(job, job.refit_at - 1), FitNeed::kNone);
+  EXPECT_EQ(FitDue(job, job.refit_at), FitNeed::kStale);
+  // Twice the samples (at the same sizes): due now.
+  const size_t n = job.samples.size();
+  for (size_t i = 0; i < n; ++i) job.samples.push_back(job.samples[i]);
+  EXPECT_EQ(FitDue(job, kNow), FitNeed::kMoreSamples);
+  // A new size: the most urgent. Until the fit is made, the options are the last fit's.
+  job.samples.push_back({1, 8, 32, 0.005 + 0.032 + 0.04});
+  EXPECT_EQ(FitDue(job, kNow), FitNeed::kNewSize);
+  const std::vector<optimizer::Option> kept = JobOptions(job, 8, 8);
+  ASSERT_EQ(kept.size(), fitted.size());
+  for (size_t i = 0; i < kept.size(); ++i) {
+    EXPECT_EQ(kept[i].batch, fitted[i].batch);
+    EXPECT_EQ(kept[i].utility, fitted[i].utility);
+  }
+  const uint64_t generation = job.fit_generation;
+  FitModel(job, kNow + 1);
+  EXPECT_EQ(job.fit_generation, generation + 1);
+  EXPECT_EQ(job.fit_sizes, 3u);
+  EXPECT_EQ(FitDue(job, kNow + 1), FitNeed::kNone);
+  // Never fitted: the prior (the current batch at every size) until the first fit.
+  ElasticJob fresh = MeasuredJob(2000);
+  fresh.fit.reset();
+  fresh.fit_generation = 0;
+  EXPECT_EQ(FitDue(fresh, kNow), FitNeed::kNewSize);
+  for (const auto& o : JobOptions(fresh, 8, 8)) EXPECT_EQ(o.batch, 256) << o.gpus << " GPUs";
+  // One size only: no model, nothing to fit.
+  std::erase_if(fresh.samples, [](const optimizer::StepSample& s) { return s.gpus != 2; });
+  EXPECT_EQ(FitDue(fresh, kNow), FitNeed::kNone);
 }
 
 TEST(JobModelTest, PlausibleSamplesBoundSpeedUpsByTheJobsOwnMeasurements) {
@@ -175,7 +218,7 @@ TEST(JobModelTest, PlausibleSamplesBoundSpeedUpsByTheJobsOwnMeasurements) {
 // stays), from the option table.
 std::map<int, double> Utilities(const ElasticJob& job, int max_gpus, int gpus_per_node) {
   std::map<int, double> u;
-  for (const auto& o : JobOptions(job, max_gpus, gpus_per_node, kNow)) u[o.gpus] = o.utility;
+  for (const auto& o : JobOptions(job, max_gpus, gpus_per_node)) u[o.gpus] = o.utility;
   return u;
 }
 
@@ -207,6 +250,7 @@ TEST(JobModelTest, AFitNeverPromisesMoreThanLinearScaling) {
     job.samples.push_back({2, 2, lb, 0.005 + 0.001 * lb + 0.005});
   }
   job.samples.push_back({2, 3, 21, 0.005 + 0.021 + 0.005});
+  FitModel(job, kNow);
   ASSERT_EQ(PlausibleSamples(job.samples).back().step_time, job.samples.back().step_time) << "not the samples' doing";
   const std::map<int, double> u = Utilities(job, 8, 2);
   ASSERT_EQ(u.size(), 7u);

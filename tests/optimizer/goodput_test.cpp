@@ -66,6 +66,88 @@ TEST(FitPollux, OptimisticPriorWithoutMultiGpuData) {
   EXPECT_NEAR(PolluxStepTime(fit.value(), 4, 16, 32.0, 0), PolluxStepTime(fit.value(), 1, 1, 32.0, 0), 1e-9);
 }
 
+// Noisy samples of a job at 2 and 4 GPUs on one node: three local batches, `repeats` samples each
+// (a job's window of samples repeats its configurations).
+std::vector<StepSample> NoisySamples(int repeats, double slower = 1.0) {
+  const PolluxParams truth{0.01, 0.001, 0.06, 0.004, 0.03, 0.004, 2.0};
+  std::vector<StepSample> samples;
+  int k = 0;
+  for (int gpus : {2, 4}) {
+    for (double b : {32.0, 64.0, 128.0}) {
+      for (int r = 0; r < repeats; ++r, ++k) {
+        const double noise = 1.0 + 0.03 * std::sin(1.7 * k);  // deterministic, +-3%
+        samples.push_back({1, gpus, b, slower * noise * PolluxStepTime(truth, 1, gpus, b, 0)});
+      }
+    }
+  }
+  return samples;
+}
+
+// The squared log error of step-time samples under a fit.
+double SampleLoss(const PolluxParams& p, const std::vector<StepSample>& samples) {
+  double l = 0;
+  for (const StepSample& s : samples) l += std::pow(std::log(PolluxStepTime(p, s.nodes, s.gpus, s.local_batch, 0) / s.step_time), 2);
+  return l;
+}
+
+TEST(FitPollux, RepeatedConfigurationsCountByTheirNumber) {
+  // Six configurations, the k-th sampled 1 + 3k times, each off the form by up to 15% (no
+  // parameters fit them all): the fit minimises the error of the samples, so a configuration
+  // sampled often weighs more than one sampled once. A fit of each configuration's geometric mean
+  // once (equal weights) minimises something else, and has the larger error on the samples.
+  const PolluxParams truth{0.01, 0.001, 0.06, 0.004, 0.03, 0.004, 2.0};
+  std::vector<StepSample> window, means;
+  int k = 0, c = 0;
+  for (int gpus : {2, 4}) {
+    for (double b : {32.0, 64.0, 128.0}) {
+      const double bias = 1.0 + 0.15 * std::sin(2.3 * c);
+      double log_sum = 0;
+      const int repeats = 1 + 3 * c;
+      for (int r = 0; r < repeats; ++r, ++k) {
+        const double t = bias * (1.0 + 0.03 * std::sin(1.7 * k)) * PolluxStepTime(truth, 1, gpus, b, 0);
+        window.push_back({1, gpus, b, t});
+        log_sum += std::log(t);
+      }
+      means.push_back({1, gpus, b, std::exp(log_sum / repeats)});
+      ++c;
+    }
+  }
+  Result<PolluxParams> fit = FitPollux(window);
+  Result<PolluxParams> unweighted = FitPollux(means);
+  ASSERT_TRUE(fit.ok() && unweighted.ok());
+  EXPECT_LT(SampleLoss(fit.value(), window), 0.9 * SampleLoss(unweighted.value(), window));
+  // The order of the samples does not matter.
+  Result<PolluxParams> reversed = FitPollux(std::vector<StepSample>(window.rbegin(), window.rend()));
+  ASSERT_TRUE(reversed.ok());
+  for (const StepSample& s : means) {
+    const double a = PolluxStepTime(fit.value(), s.nodes, s.gpus, s.local_batch, 0);
+    EXPECT_NEAR(PolluxStepTime(reversed.value(), s.nodes, s.gpus, s.local_batch, 0), a, 1e-4 * a);
+  }
+}
+
+TEST(FitPollux, AWarmStartFitsAsWellAsTwoColdStarts) {
+  // A job fitted on its samples, which then gets more (10% slower, as after a change of node):
+  // the refit from the previous fit reaches the cold fit's error and predictions.
+  const std::vector<StepSample> before = NoisySamples(2);
+  Result<PolluxParams> first = FitPollux(before);
+  ASSERT_TRUE(first.ok());
+  std::vector<StepSample> after = before;
+  for (const StepSample& s : NoisySamples(2, 1.1)) after.push_back(s);
+  Result<PolluxParams> cold = FitPollux(after);
+  Result<PolluxParams> warm = FitPollux(after, first.value());
+  ASSERT_TRUE(cold.ok() && warm.ok());
+  EXPECT_LE(SampleLoss(warm.value(), after), SampleLoss(cold.value(), after) * (1 + 1e-3) + 1e-12);
+  for (int gpus : {2, 4, 8}) {
+    const double c = PolluxStepTime(cold.value(), 1, gpus, 64.0, 0), w = PolluxStepTime(warm.value(), 1, gpus, 64.0, 0);
+    EXPECT_NEAR(w, c, 0.01 * c) << gpus << " GPUs";
+  }
+  // A previous fit outside the bounds of the new samples is clamped into them, not refused.
+  PolluxParams wild = first.value();
+  wild.alpha_c = 1e9;
+  wild.gamma = std::nan("");
+  EXPECT_TRUE(FitPollux(after, wild).ok());
+}
+
 TEST(FitPollux, RejectsBadSamples) {
   EXPECT_EQ(FitPollux({}).status().message(), "no step-time samples to fit");
   EXPECT_FALSE(FitPollux({{1, 1, 8.0, -1.0}}).ok());

@@ -62,8 +62,15 @@ struct StepSample {
 // log step times (NLopt, derivative-free BOBYQA). Optimistic priors where data is missing:
 // without multi-GPU samples the synchronisation terms are fixed at 0 (perfect scaling); without
 // multi-node samples the cross-node terms equal the intra-node ones. kInvalidArgument when
-// there is no sample or a sample is not positive.
-Result<PolluxParams> FitPollux(const std::vector<StepSample>& samples);
+// there is no sample or a sample is not positive. Samples of one configuration (nodes, GPUs,
+// local batch) count as one point at their mean log step time, weighted by their number: the
+// same minimiser, at the cost of one evaluation per configuration.
+// Without warm_start: two starts (little and much overlap of compute and communication), the
+// better fit kept. With warm_start (a previous fit of the same job): one local search from it,
+// about a fifth of the evaluations; for a refit on samples that changed a little, not for a
+// job's first fit or one after it ran at a new size (the previous optimum may be far).
+Result<PolluxParams> FitPollux(const std::vector<StepSample>& samples,
+                               const std::optional<PolluxParams>& warm_start = std::nullopt);
 
 // Pollux step-time model per GPU type (types without parameters are not predicted).
 class PolluxThroughput final : public ThroughputModel {

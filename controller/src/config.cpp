@@ -191,6 +191,10 @@ std::vector<config::KeySpec> Table(ControllerConfig& c) {
        }},
       {"extensions.ready_timeout", "seconds an extension may take to join before it is cancelled (default 300)",
        [&](std::string_view v) { return Seconds(v, "extensions.ready_timeout", 10, 86400, c.ready_timeout_s); }},
+      {"extensions.leave_timeout",
+       "seconds a job may take to let an extension leave (from the shrink command to its ack) before the "
+       "extension job is cancelled, 0-86400, 0: never (default 300)",
+       [&](std::string_view v) { return Seconds(v, "extensions.leave_timeout", 0, 86400, c.leave_timeout_s); }},
       {"extensions.min_time_left",
        "seconds of training a job must have left (its remaining samples at its current speed) to be grown, "
        "0-86400 (default: two epochs)",

@@ -54,6 +54,9 @@ struct ControllerConfig {
   int64_t extension_max_time_min = 1440;
   std::string launcher = "/usr/bin/elastic-launch";
   double ready_timeout_s = 300;         // an extension that does not join by then is cancelled
+  // A joined extension told to leave (a shrink command queued) whose job does not carry it out by
+  // then is cancelled: the job reached no rescale point. 0: off.
+  double leave_timeout_s = 300;
   // GPUs an extension gives back while a job waits for that GPU type are kept from elasticd's own
   // growth this long (or until no job waits for the type), so that the waiting job gets them. 0: off.
   double release_hold_s = 120;

@@ -125,8 +125,10 @@ class Controller {
   void EndExtension(Extension& ext, ExtState state, const std::string& reason, bool cancel);
   void EndJob(ElasticJob& job, const std::string& why);
   // The epoch's first stage: end jobs and extensions Slurm no longer runs, extensions that did not
-  // join in time, and requeue lost worlds.
+  // join in time or whose job did not let them leave in time, and requeue lost worlds.
   void SyncWithSlurm(const std::map<uint32_t, const JobInfo*>& by_id, double now);
+  // A leaving extension past extensions.leave_timeout: cancelled, with an audit record and a warning.
+  void EndOverdueLeave(Extension& e, double now);
   // Jobs whose batch script ended with kExitWorldLost (75): requeued once Slurm has cleaned them
   // up, unless recovery.restart_world_lost is off or they were restarted max_restarts times.
   void RestartLostWorlds(const std::map<uint32_t, const JobInfo*>& by_id);

@@ -59,7 +59,9 @@ std::vector<Extension> LoadActiveExtensions(Database& db) {
   std::vector<Extension> out;
   db.Run(
       "SELECT id, parent, grp, COALESCE(slurm_job, 0), node, gpu_type, gpus, account, token, state, created_at, "
-      "COALESCE(joined_at, 0) FROM extensions WHERE state NOT IN ('left', 'failed', 'cancelled')",
+      "COALESCE(joined_at, 0), COALESCE((SELECT MAX(r.requested_at) FROM rescales r WHERE r.job_id = "
+      "extensions.parent AND r.grp = extensions.grp AND r.kind = 'shrink'), 0) "
+      "FROM extensions WHERE state NOT IN ('left', 'failed', 'cancelled')",
       {}, [&](sqlite3_stmt* st) {
         Extension e;
         e.id = Database::Int(st, 0);
@@ -76,6 +78,7 @@ std::vector<Extension> LoadActiveExtensions(Database& db) {
         e.joined_at = Database::Real(st, 11);
         if (auto s = ParseExtState(state)) {
           e.state = *s;
+          if (e.state == ExtState::kLeaving) e.leaving_at = Database::Real(st, 12);
           out.push_back(e);
         } else {
           Log(LogLevel::kError, "controller", "extension ", e.id, " of job ", e.parent, " has the unknown state '",

@@ -309,10 +309,15 @@ void Controller::Shrink(ElasticJob& job, const PlanInput& in, int current, int t
   for (auto& [eid, e] : registry_.extensions) {
     if (e.parent == job.id && e.Active() && e.state != ExtState::kLeaving) groups.push_back(&e);
   }
-  // Groups leave in reverse order of joining (the runtime refuses any other): those not yet
-  // joined first, then the latest joined. Two extensions ready in the same epoch may join in
-  // either order, so the order of group ids is not the order of joining.
-  std::sort(groups.begin(), groups.end(), [](Extension* a, Extension* b) {
+  // Any joined group may leave, in any order (docs/runtime.md): groups on draining nodes first,
+  // whatever their age, so that they count toward the target and a drain takes one shrink; then
+  // those not yet joined (nothing to take apart); then the latest joined (the newest capacity
+  // goes first). Two extensions ready in the same epoch may join in either order, so the order
+  // of group ids is not the order of joining.
+  auto drains = [&](const Extension* e) { return std::find(draining.begin(), draining.end(), e->id) != draining.end(); };
+  std::sort(groups.begin(), groups.end(), [&](Extension* a, Extension* b) {
+    const bool a_drain = drains(a), b_drain = drains(b);
+    if (a_drain != b_drain) return a_drain;
     const bool a_in = a->state == ExtState::kJoined, b_in = b->state == ExtState::kJoined;
     if (a_in != b_in) return !a_in;
     if (a_in && a->joined_at != b->joined_at) return a->joined_at > b->joined_at;
@@ -322,8 +327,7 @@ void Controller::Shrink(ElasticJob& job, const PlanInput& in, int current, int t
   nlohmann::json leaving = nlohmann::json::array();
   std::vector<Extension*> chosen;
   for (Extension* e : groups) {
-    bool drain = std::find(draining.begin(), draining.end(), e->id) != draining.end();
-    if (level <= target && !drain) continue;
+    if (level <= target && !drains(e)) continue;
     chosen.push_back(e);
     level -= e->gpus;
     leaving.push_back({{"group", e->group}, {"job", e->slurm_job}, {"gpus", e->gpus}, {"state", ExtStateName(e->state)}});
@@ -343,6 +347,7 @@ void Controller::Shrink(ElasticJob& job, const PlanInput& in, int current, int t
     if (e->state == ExtState::kJoined) {
       int from = registry_.CurrentGpus(job);
       e->MoveTo(ExtState::kLeaving);
+      e->leaving_at = now;  // the runtime has extensions.leave_timeout to carry it out (lifecycle.cpp)
       SaveExtension(*e);
       // The batch of the size this shrink leaves the job at (a drain may leave it below the plan's
       // target, and group sizes need not meet the target exactly).

@@ -385,6 +385,7 @@ nlohmann::json Controller::OnAck(const Request& r) {
       Log(LogLevel::kWarning, kComponent, "job ", job.id, " could not shrink group ", group, ": ",
           Field<std::string>(r.msg, "error", "no reason"));
       e->MoveTo(ExtState::kJoined);
+      e->leaving_at = 0;
       SaveExtension(*e);
     }
   }

@@ -37,7 +37,7 @@ std::string ExtensionLink(uint32_t parent, int group) { return contract::Extensi
 void Controller::EndExtension(Extension& e, ExtState state, const std::string& reason, bool cancel) {
   uint32_t parent = e.parent;
   bool was_joined = e.InWorld();
-  if (cancel && e.slurm_job != 0) {
+  if (cancel && e.slurm_job != 0 && slurm_ != nullptr) {  // none: a controller on recorded snapshots
     Status s = slurm_->Cancel(e.slurm_job);
     if (!s.ok()) Log(LogLevel::kWarning, kComponent, "cannot cancel extension job ", e.slurm_job, ": ", s.message());
   }
@@ -116,8 +116,35 @@ void Controller::SyncWithSlurm(const std::map<uint32_t, const JobInfo*>& by_id, 
       }
       EndExtension(e, ExtState::kFailed,
                    "did not join within " + std::to_string(static_cast<int>(config_.ready_timeout_s)) + " s", true);
+      continue;
+    }
+    if (e.state == ExtState::kLeaving && config_.leave_timeout_s > 0) {
+      if (e.leaving_at <= 0) e.leaving_at = now;  // no shrink on record: the deadline starts now
+      if (now - e.leaving_at > config_.leave_timeout_s) EndOverdueLeave(e, now);
     }
   }
+}
+
+// A joined extension was told to leave, but its job reached no rescale point within
+// extensions.leave_timeout (a step that hangs, or a program that stopped calling RescalePoint):
+// its GPUs would stay held by a group that never goes. The extension job is cancelled. Without
+// ULFM the job's MPI world cannot lose ranks outside a rescale point: the parent's collectives
+// fail, it exits 75 and the lost-world recovery (RestartLostWorlds) requeues it from its last
+// checkpoint.
+void Controller::EndOverdueLeave(Extension& e, double now) {
+  const int waited = static_cast<int>(now - e.leaving_at);
+  const int limit = static_cast<int>(config_.leave_timeout_s);
+  Log(LogLevel::kWarning, kComponent, "job ", e.parent, ": group ", e.group, " (extension job ", e.slurm_job,
+      ") was told to leave ", waited, " s ago, but the job reached no rescale point within extensions.leave_timeout (",
+      limit, " s): cancelling the extension job. Without ULFM the job's MPI world breaks when those ranks end: "
+      "the job exits 75 and is requeued from its last checkpoint (recovery.restart_world_lost)");
+  Audit(std::nullopt, "leave_timeout", e.parent,
+        {{"group", e.group}, {"job", e.slurm_job}, {"waited_s", waited}, {"leave_timeout_s", limit}});
+  records::CancelGroupCommands(*db_, e.parent, e.group);
+  records::FinishRescale(*db_, e.parent, e.group, "shrink", false, 0.0,
+                         {{"error", "no rescale point within extensions.leave_timeout"}}, now);
+  EndExtension(e, ExtState::kFailed,
+               "did not leave within " + std::to_string(limit) + " s: the job reached no rescale point", true);
 }
 
 void Controller::FinishRestart(uint32_t job, const std::string& action, const Json& detail) {

@@ -122,6 +122,9 @@ struct Extension {
   ExtState state = ExtState::kSubmitting;
   double created_at = 0;
   double joined_at = 0;
+  // When its shrink command was queued (state leaving; 0 otherwise). Not a column of its own: on
+  // load it is the request time of the group's last shrink in the rescales table.
+  double leaving_at = 0;
   bool Active() const;    // holds (or is about to hold) GPUs for its parent
   bool InFlight() const;  // not yet joined, or leaving
   bool InWorld() const;   // its ranks are part of the parent's world: joined or leaving

@@ -161,10 +161,13 @@ Decision Session::Impl::Decide() {
       d.group = c.group;
       expected_token = c.token;  // used once (section 6)
     } else if (c.action == "shrink") {
-      if (groups.size() < 2 || groups.back().id != c.group) {
-        Log(LogLevel::kError, kComponent, "shrink of group ", c.group,
-            " refused: only the most recently joined group can leave");
-        AckCurrent(false, "only the most recently joined group can leave");
+      // Any joined group may leave (world_change.cpp); the base group (first) never does.
+      const bool joined = std::any_of(groups.begin() + (groups.empty() ? 0 : 1), groups.end(),
+                                      [&](const Group& g) { return g.id == c.group; });
+      if (!joined) {
+        const std::string why = "group " + std::to_string(c.group) + " is not a joined group of this world";
+        Log(LogLevel::kError, kComponent, "shrink of group ", c.group, " refused: ", why);
+        AckCurrent(false, why);
         d = Decision{};
         continue;
       } else {

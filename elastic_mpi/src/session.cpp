@@ -21,7 +21,8 @@ using detail::kComponent;
 using detail::Seconds;
 
 // Set by SIGTERM (scancel, preemption with a grace time): the rank's group leaves at the next
-// rescale point. A signal handler may only touch a sig_atomic_t.
+// rescale point (any joined group; SIGTERM on the base group stops the job). A signal handler
+// may only touch a sig_atomic_t.
 volatile std::sig_atomic_t g_terminate = 0;
 extern "C" void OnTerminate(int) { g_terminate = 1; }
 // Set by SIGUSR1 (Slurm's time-limit warning): checkpoint at the next rescale point, go on.
@@ -251,21 +252,16 @@ Result<bool> Session::RescalePoint() {
       s.stop = true;
       return true;
     }
-    if (index == s.groups.size() - 1) {
-      // The latest group got SIGTERM: it leaves now, whatever rank 0 had decided.
-      packet = {static_cast<std::int64_t>(Action::kShrink), 0, s.groups[index].id, 0, 0, 0};
-      if (s.rank == 0) {
-        Log(LogLevel::kWarning, kComponent, "group ", s.groups[index].id, " got SIGTERM: it leaves");
-        if (s.current_command) {  // not carried out now: keep it for the next rescale point
-          s.pending.insert(s.pending.begin(), *s.current_command);
-          s.current_command.reset();
-        }
-        s.signalled_leave = s.groups[index].id;
+    // A joined group got SIGTERM (the latest such group, when several did): it leaves now,
+    // whatever rank 0 had decided; an older group leaves as well as the latest.
+    packet = {static_cast<std::int64_t>(Action::kShrink), 0, s.groups[index].id, 0, 0, 0};
+    if (s.rank == 0) {
+      Log(LogLevel::kWarning, kComponent, "group ", s.groups[index].id, " got SIGTERM: it leaves");
+      if (s.current_command) {  // not carried out now: keep it for the next rescale point
+        s.pending.insert(s.pending.begin(), *s.current_command);
+        s.current_command.reset();
       }
-    } else if (s.rank == 0 && !s.warned_term) {
-      s.warned_term = true;
-      Log(LogLevel::kError, kComponent, "group ", s.groups[index].id,
-          " got SIGTERM but later groups must leave first (LIFO); waiting");
+      s.signalled_leave = s.groups[index].id;
     }
   }
   const auto action = static_cast<Action>(packet[0]);

@@ -62,9 +62,11 @@ struct Buffer {
   MemorySpace space = MemorySpace::kHost;
 };
 
-// One group of the world, in join order. inter is this rank's handle of the inter-communicator
-// between the group and the world it joined (MPI_COMM_NULL for the base group and for groups
-// that joined before this rank did).
+// One group of the world, in join order (the world's ranks are ordered alike: the base group's,
+// then each group's). inter is this rank's handle of the inter-communicator between the group and
+// the world it joined, whose members are the ranks of this group and of every group before it
+// (MPI_COMM_NULL for the base group, for groups that joined before this rank did, and once a
+// group that joined before it left: that leave disconnected it, world_change.cpp).
 struct Group {
   std::uint32_t id = 0;
   int size = 0;
@@ -82,7 +84,6 @@ struct Session::Impl {
   bool begun = false;
   bool joined_at_point = false;
   bool stop = false;         // SIGTERM on the base group: every rank stops
-  bool warned_term = false;  // a newcomer's first RescalePoint() is the parents' current one
   MPI_Comm world = MPI_COMM_NULL;
   int rank = 0;
   int size = 0;

@@ -1,4 +1,4 @@
-// How the world changes: a spawned or joining group is merged behind it, the last group leaves,
+// How the world changes: a spawned or joining group is merged behind it, any joined group leaves,
 // and after every change each rank rebinds and rebuilds its collective backend. The
 // rendezvous (rendezvous.h) finds and checks the other side; the hand-over (handover.cpp) moves
 // the state.
@@ -221,28 +221,52 @@ Status Session::Impl::Accept(std::uint32_t group, bool* joined, std::string* ref
   return Status::Ok();
 }
 
-// The last group leaves: survivors split, everyone frees the merged world, both sides
-// disconnect the group's inter-communicator (disconnecting the merged one hangs in 4.1.4).
+// Group `group` (any joined group, not only the last) leaves. The world's ranks are ordered by
+// group, in join order, so its ranks are one contiguous range. Survivors split and everyone frees
+// the merged world (disconnecting it hangs in Open MPI 4.1.4: notes/mpi-dynamic-processes.md).
+// Every group h's inter-communicator links the ranks of groups 0..h (parents: the groups before
+// h; remote side: group h), so the leaving group is a member of its own and of every later
+// group's: all of those are disconnected, latest first, each by exactly its members (a rank takes
+// part in those of its own group and later ones; the same order everywhere, so no rank waits on
+// another that waits on it). The survivors' backend then shrinks, dropping the leavers wherever
+// they are. The later groups stay in the world without an inter-communicator of their own: they
+// leave later by the split alone (a null inter-communicator is skipped), as at the end of the job.
 Status Session::Impl::Shrink(std::uint32_t group) {
-  if (groups.size() < 2 || groups.back().id != group) {
-    return Status(ErrorKind::kInternal, "shrink of group " + std::to_string(group) + " that is not the last");
+  std::size_t index = 0;  // of the leaving group; 0: not a joined group (the base group never leaves)
+  std::size_t own = 0;    // of this rank's group
+  int first = 0;          // the leaving group's first rank in the world
+  for (std::size_t i = 0, ranks = 0; i < groups.size(); ++i) {
+    if (groups[i].id == group && i > 0) {
+      index = i;
+      first = static_cast<int>(ranks);
+    }
+    if (groups[i].id == group_id) own = i;
+    ranks += static_cast<std::size_t>(groups[i].size);
+  }
+  if (index == 0) {
+    return Status(ErrorKind::kInternal, "shrink of group " + std::to_string(group) +
+                                            ", which is not a joined group of this world (the base group cannot leave)");
   }
   auto t = Clock::now();
   const bool leaving = group_id == group;
-  std::vector<int> leavers(static_cast<std::size_t>(groups.back().size));  // the world's last ranks
-  for (std::size_t i = 0; i < leavers.size(); ++i) leavers[i] = size - groups.back().size + static_cast<int>(i);
+  std::vector<int> leavers(static_cast<std::size_t>(groups[index].size));
+  for (std::size_t i = 0; i < leavers.size(); ++i) leavers[i] = first + static_cast<int>(i);
   MPI_Comm survivors = MPI_COMM_NULL;
   ELASTIC_MPI_CHECK(MPI_Comm_split(world, leaving ? MPI_UNDEFINED : 0, rank, &survivors));
   ELASTIC_MPI_CHECK(MPI_Comm_free(&world));
   last.phases["split"] = Seconds(t);
   t = Clock::now();
-  MPI_Comm inter = groups.back().inter;
-  groups.pop_back();
-  if (inter != MPI_COMM_NULL) {
-    detail::Watchdog watchdog("disconnect of group " + std::to_string(group), options.connect_timeout_s);
-    ELASTIC_MPI_CHECK(MPI_Comm_disconnect(&inter));
+  {
+    detail::Watchdog watchdog("disconnect of group " + std::to_string(group) + " (its inter-communicator and those "
+                                  "of the " + std::to_string(groups.size() - 1 - index) + " groups that joined after it)",
+                              options.connect_timeout_s);
+    for (std::size_t h = groups.size() - 1; h >= index; --h) {
+      if (own <= h && groups[h].inter != MPI_COMM_NULL) ELASTIC_MPI_CHECK(MPI_Comm_disconnect(&groups[h].inter));
+      groups[h].inter = MPI_COMM_NULL;
+    }
   }
   last.phases["disconnect"] = Seconds(t);
+  groups.erase(groups.begin() + static_cast<std::ptrdiff_t>(index));
   if (leaving) {
     left = true;
     world = MPI_COMM_NULL;

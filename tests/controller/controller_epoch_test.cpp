@@ -424,10 +424,12 @@ TEST(ControllerEpochTest, ABatchChangeIsCommandedOnceAndAcknowledged) {
   EXPECT_TRUE(again["commands"].empty()) << again.dump();
 }
 
-TEST(ControllerEpochTest, GroupsLeaveInReverseOrderOfJoining) {
+TEST(ControllerEpochTest, WithoutADrainTheLatestJoinedGroupLeaves) {
   // Job 0 at 6 GPUs: its base 2 on n1 and two joined extensions of 2 GPUs; group 2 (on n1)
   // joined before group 1 (on n2), as happens when both become ready in one epoch. A rigid job
-  // waits for 2 GPUs: the group that leaves is the last joined, group 1, not the highest id.
+  // waits for 2 GPUs: with no node draining, the group that leaves is the last joined (any group
+  // could; the newest capacity goes first), group 1, not the highest id. Drains:
+  // controller_leave_test.cpp.
   RecordedSnapshot snap = TwoJobsTwoNodes();
   for (int k : {0, 1}) {
     snap.registry[k]["base_gpus"] = 2;

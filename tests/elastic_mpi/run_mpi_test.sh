@@ -13,6 +13,10 @@
 #   run_mpi_test.sh usr1 BIN               SIGUSR1 (time-limit warning): checkpoint, training goes on
 #   run_mpi_test.sh churn BIN HIER         200 in-place grows and shrinks of one world, each checked
 #                                          (HIER=1: hierarchical MPI collectives)
+#   run_mpi_test.sh anyleave MPIEXEC BIN FIRST HOW [RANKS]
+#                                          groups 1 and 2 (RANKS ranks each, default 1) join; group FIRST
+#                                          leaves first (HOW: command = a shrink command, then the other
+#                                          group's; sigterm = SIGTERM, the other group stays to the end)
 set -uo pipefail
 mode=$1; shift
 work=$(mktemp -d /tmp/elastic-mpi-test.XXXXXX)
@@ -305,6 +309,93 @@ churn)
     kept=$(grep -c "rank 0 kept its launch's communicator" "$work/base.log")
     (( kept >= changes )) || fail "the base kept its launch's communicator at $kept changes of $changes"
   fi
+  ;;
+anyleave)
+  # Two separately launched groups of RANKS ranks join (group 1, then group 2), as two extension jobs
+  # would; then group FIRST leaves (1: the older one, from the middle of the world; 2: the latest)
+  # by a shrink command or by SIGTERM (its extension job cancelled), and training goes on in the
+  # world that is left. HOW=command: the other group leaves by command afterwards; HOW=sigterm:
+  # it stays to the end of the job (the session's end takes the world apart). The global batch
+  # never changes, so the model must match a 2-rank run's, and every sample is taken exactly once.
+  # Prints the pause of each leave as a JSON line.
+  mpiexec=$1 bin=$2 first=$3 how=$4 ranks=${5:-1}
+  other=$((3 - first))
+  good=0123456789abcdef0123456789abcdef
+  mkdir -p "$work/commands" "$work/ref" "$work/el"
+  epochs=4
+  timeout -k 10 60 "$mpiexec" --oversubscribe -np 2 "$bin/elastic-train-logreg" \
+    --samples $SAMPLES --epochs $epochs --model-out "$work/ref/model" || fail "reference run failed"
+  export ELASTIC_JOB_ID=any$$ ELASTIC_POLL_INTERVAL_S=0.1 ELASTIC_CONNECT_TIMEOUT_S=20
+  start=$(date +%s.%N)
+  ELASTIC_COMMAND_DIR="$work/commands" ELASTIC_METRICS_FILE="$work/metrics.jsonl" \
+    timeout -k 10 90 "$bin/elastic-launch" -n 2 --oversubscribe --run-dir "$work/run" -- \
+    "$bin/elastic-train-logreg" --sleep-ms 25 --samples $SAMPLES --epochs $epochs --ids-dir "$work/el" \
+    --model-out "$work/el/model" >"$work/parent.log" 2>&1 &
+  parent=$!; pids+=($parent)
+  for _ in $(seq 100); do [[ -s $work/run/rendezvous.uri ]] && break; sleep 0.1; done
+  [[ -s $work/run/rendezvous.uri ]] || fail "no rendezvous URI"
+  # Waits until the metrics show the n-th rescale of kind `what` (at most 20 s).
+  await() {
+    for _ in $(seq 200); do
+      n=$(grep -c "\"what\":\"$1\"" "$work/metrics.jsonl" 2>/dev/null)
+      (( ${n:-0} >= $2 )) && return 0
+      sleep 0.1
+    done
+    fail "no $1 number $2 within 20 s"
+  }
+  declare -A joiner
+  for g in 1 2; do
+    ELASTIC_GROUP_ID=$g ELASTIC_JOIN_TOKEN=$good \
+      timeout -k 10 80 "$bin/elastic-launch" --join -n $ranks --oversubscribe --uri "$work/run/rendezvous.uri" -- \
+      "$bin/elastic-train-logreg" --sleep-ms 25 --samples $SAMPLES --epochs $epochs --ids-dir "$work/el" \
+      >"$work/joiner$g.log" 2>&1 &
+    joiner[$g]=$!; pids+=($!)
+    echo "{\"action\":\"grow\",\"group\":$g,\"join_token\":\"$good\"}" >"$work/commands/00$g.json"
+    await join $g
+  done
+  sleep 0.3
+  if [[ $how == sigterm ]]; then  # scancel of the extension job: SIGTERM through timeout and elastic-launch
+    kill -TERM "${joiner[$first]}"
+  else
+    echo "{\"action\":\"shrink\",\"group\":$first}" >"$work/commands/003.json"
+  fi
+  await shrink 1
+  # The group that was asked to leave is gone, the other still trains in the world.
+  wait "${joiner[$first]}"; first_rc=$?
+  kill -0 "${joiner[$other]}" 2>/dev/null || fail "group $other ended with group $first"
+  sleep 0.5
+  if [[ $how == command ]]; then
+    echo "{\"action\":\"shrink\",\"group\":$other}" >"$work/commands/004.json"
+    await shrink 2
+  fi
+  wait "${joiner[$other]}"; other_rc=$?
+  wait $parent; parent_rc=$?
+  pids=()
+  echo "--- parent"; cat "$work/parent.log"
+  for g in 1 2; do echo "--- group $g"; cat "$work/joiner$g.log"; done
+  echo "--- rescales"; grep rescale "$work/metrics.jsonl"
+  echo "wall $(echo "$(date +%s.%N) - $start" | bc) s"
+  [[ $parent_rc == 0 ]] || fail "parent exited with $parent_rc"
+  [[ $first_rc == 0 ]] || fail "group $first exited with $first_rc"
+  [[ $other_rc == 0 ]] || fail "group $other exited with $other_rc"
+  [[ $how == sigterm ]] && { grep -q "group $first got SIGTERM: it leaves" "$work/parent.log" || fail "no SIGTERM leave"; }
+  full=$((2 + 2 * ranks)) one=$((2 + ranks))
+  grep -q "shrink at step [0-9]*: $full -> $one ranks" "$work/parent.log" || fail "no leave from $full ranks"
+  # Training went on in the world of one group after the first leave (rank 0 reports the world
+  # after a change).
+  grep -q "step [0-9]*: world $one, batch" "$work/parent.log" || fail "no step in the world of $one"
+  if [[ $how == command ]]; then
+    grep -q '"gpus":2,"pause_s":[0-9.e-]*,"type":"rescale","what":"shrink"' "$work/metrics.jsonl" || fail "no second leave"
+    grep -q "done: [0-9]* steps, world 2," "$work/parent.log" || fail "did not finish at 2 ranks"
+  else
+    grep -q "done: [0-9]* steps, world $one," "$work/parent.log" || fail "did not finish at $one ranks with group $other"
+  fi
+  "$bin/elastic-train-logreg" --verify-ids "$work/el" --samples $SAMPLES --epochs $epochs \
+    || fail "samples not processed exactly once"
+  "$bin/elastic-train-logreg" --compare "$work/ref/model" "$work/el/model" --tolerance $TOLERANCE \
+    || fail "model differs from the 2-rank run"
+  pauses=$(grep '"what":"shrink"' "$work/metrics.jsonl" | sed -E 's/.*"gpus":([0-9]+),"pause_s":([0-9.e-]+).*/{"to": \1, "pause_s": \2}/' | paste -sd, -)
+  echo "{\"test\": \"anyleave\", \"first\": $first, \"how\": \"$how\", \"ranks\": $ranks, \"leaves\": [$pauses]}"
   ;;
 *)
   fail "unknown mode $mode"

@@ -17,8 +17,8 @@
 //
 // Ranks: the base group keeps ranks 0..P-1; each group that joins (spawned, or connected from a
 // separately launched job) is appended in order; a group that leaves is removed and the ranks
-// after it shift down. Groups leave in reverse order of joining (Open MPI 4.1.4: a group can
-// only disconnect from the world it joined; see docs/runtime.md).
+// after it shift down. Any joined group may leave, in any order; the base group never leaves
+// (docs/runtime.md, "shrink").
 //
 // Threading: every method is called from the training thread only. Collective methods (marked)
 // must be called by every rank of the current world in the same order.

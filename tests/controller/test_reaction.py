@@ -26,26 +26,29 @@ class ReactionTest(ElasticdTestCase):
         self.jobs = []
 
     def test_rigid_job_reaction_time_with_a_60s_epoch(self):
-        # Emulated accelerator time dominates each step (3 ms a sample), so that the job measures
-        # a real gain at 6 GPUs on this small machine and grows back after each round.
-        c, _ = submit_trainer("reaction", gpus=2, max_gpus=6, gpu_type="v100", epochs=100, compute_us=3000)
+        # The elastic job holds one v100 node (4 GPUs) and grows by whole nodes (--elastic-gpu-step=4):
+        # its only extension is the other v100 node, the one the rigid job needs. Emulated
+        # accelerator time dominates each step (3 ms a sample), so that it measures a real gain at
+        # 8 GPUs on this small machine and grows back after each round.
+        c, _ = submit_trainer("reaction", gpus=4, max_gpus=8, gpu_type="v100", epochs=100, compute_us=3000,
+                              sbatch_lines="#SBATCH --elastic-gpu-step=4")
         self.jobs.append(c)
         wait_until(lambda: status().get(c, {}).get("metrics_received", 0) > 0, 60, "the job's first step")
         t_step = time.time()
         # The first step is an event: the job grows long before the 60 s epoch.
-        wait_until(lambda: gpus_of(c) == 6, 40, "the job grown to 6 GPUs")
+        wait_until(lambda: gpus_of(c) == 8, 40, "the job grown to 8 GPUs")
         grow_s = time.time() - t_step
         reactions, releases = [], []
         for i in range(ROUNDS):
             if i:
-                wait_until(lambda: gpus_of(c) == 6, 40, f"the job grown back to 6 GPUs (round {i})")
+                wait_until(lambda: gpus_of(c) == 8, 40, f"the job grown back to 8 GPUs (round {i})")
             wd = job_workdir(f"reaction-rigid-{i}")
             t0 = time.time()
             b, _ = sbatch(["--gres=gpu:v100:4", "-N1", "-o", "out.txt"], wrap="sleep 3", workdir=wd)
             self.jobs.append(b)
             released = None
             while time.time() < t0 + 50:
-                if released is None and gpus_of(c) == 2:
+                if released is None and gpus_of(c) == 4:
                     released = time.time() - t0
                 if job_state(b) in ("RUNNING", "COMPLETED"):
                     break

@@ -24,7 +24,7 @@ class ElasticEndToEndTest(ElasticdTestCase):
         wait_until(lambda: status().get(job, {}).get("launcher_ready"), 60, f"job {job} to register its launcher")
 
     def test_grow_release_for_a_waiting_job_and_external_cancel(self):
-        a, wd_a = submit_trainer("grow-a", gpus=2, max_gpus=6, gpu_type="a100", epochs=250)
+        a, wd_a = submit_trainer("grow-a", gpus=2, max_gpus=6, gpu_type="a100", epochs=150)
         c, wd_c = submit_trainer("grow-c", gpus=2, max_gpus=6, gpu_type="v100", epochs=400)
         self.jobs += [a, c]
         self.registered(a)

@@ -28,6 +28,7 @@ DUMP = ("import json, os; print('ENV ' + json.dumps({k: v for k, v in os.environ
         "'TORCHELASTIC_MAX_RESTARTS', 'TORCHELASTIC_RUN_ID', 'TORCHELASTIC_USE_AGENT_STORE', "
         "'ELASTIC_LOCAL_RANK')}, sort_keys=True), flush=True)")
 failures = []
+started = []  # every launcher, stopped on the way out
 
 
 def check(ok, what):
@@ -42,17 +43,29 @@ def ranks_of(out):
 
 def start(launcher, args, env, program=None):
     cmd = [launcher] + args + ["--", sys.executable, "-c", DUMP] if program is None else [launcher] + args + program
-    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    started.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    return started[-1]
 
 
 def finish(proc, timeout=60):
-    out, _ = proc.communicate(timeout=timeout)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.terminate()  # the launcher forwards it to its ranks and stops its ompi-server
+        out, _ = proc.communicate()
+        out += f"\n(did not end within {timeout} s)"
     return proc.returncode, out
 
 
 def main():
     with tempfile.TemporaryDirectory(prefix="elastic-torch-env.") as work:
-        checks(os.path.join(sys.argv[1], "elastic-launch"), work)
+        try:
+            checks(os.path.join(sys.argv[1], "elastic-launch"), work)
+        finally:
+            for proc in started:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
     if failures:
         sys.exit(f"FAIL: {len(failures)} check(s): " + "; ".join(failures))
     print("all checks passed")

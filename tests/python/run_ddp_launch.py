@@ -26,7 +26,25 @@ EPOCH = re.compile(r"\[rank 0\] epoch (\d+) \| [^\n\[]* \| train loss ([0-9]+\.[
 RESUMED = re.compile(r"\[rank (\d+)\] resuming training from snapshot at epoch (\d+)")
 
 
+LAUNCH_TIMEOUT_S = 60  # one launch takes 2-4 s here
+started = []  # every launcher, stopped on the way out
+
+
+def stop_all():
+    """SIGTERM to launchers still running (each forwards it to its ranks and stops its
+    ompi-server), SIGKILL after 5 s."""
+    for proc in started:
+        if proc.poll() is None:
+            proc.terminate()
+    for proc in started:
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
 def fail(message, out=""):
+    stop_all()
     sys.exit(f"FAIL: {message}\n{out[-4000:]}")
 
 
@@ -39,16 +57,18 @@ def launch(launcher, example, work, run_dir, ranks, args, group=None, groups=Non
     cmd = [launcher, "-n", str(ranks), "--oversubscribe", "--run-dir", run_dir, "--",
            sys.executable, "-B", example] + args
     print(" ".join(cmd), flush=True)
-    return subprocess.Popen(cmd, env=env, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    started.append(subprocess.Popen(cmd, env=env, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    text=True))
+    return started[-1]
 
 
 def finish(proc, what):
     try:
-        out, _ = proc.communicate(timeout=120)
+        out, _ = proc.communicate(timeout=LAUNCH_TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        proc.kill()
+        stop_all()
         out, _ = proc.communicate()
-        fail(f"{what} did not end within 120 s", out)
+        fail(f"{what} did not end within {LAUNCH_TIMEOUT_S} s", out)
     print(out, flush=True)
     if proc.returncode != 0:
         fail(f"{what} exited with {proc.returncode}", out)

@@ -10,6 +10,11 @@
 // as the job's user, and writes its URI to <run dir>/rendezvous.uri (mode 700 directory); other
 // launchers wait for that file. Signals (SIGTERM from scancel or preemption, SIGINT) are
 // forwarded to the ranks; the launcher exits with the ranks' exit status and stops ompi-server.
+//
+// Every rank also gets torchrun's environment (torch_env.h: RANK, LOCAL_RANK, WORLD_SIZE,
+// MASTER_ADDR, ...), so that an unmodified torch.distributed script runs at the job's base size.
+// Under mpirun the per-rank values come from the launcher itself, re-executed in front of the
+// program in its hidden mode `--rank-shim OFFSET`.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -23,11 +28,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "elastic_mpi/topology.h"
 #include "controller_link.h"
 #include "elastic/common/env_vars.h"
 #include "elastic/common/exit_codes.h"
@@ -35,6 +40,8 @@
 #include "elastic/common/log.h"
 #include "elastic_mpi/topology.h"
 #include "elastic_mpi/tunables.h"
+#include "private_file.h"
+#include "torch_env.h"
 
 namespace {
 
@@ -94,7 +101,10 @@ pid_t Start(const std::vector<std::string>& argv, const std::vector<std::string>
   const pid_t pid = fork();
   if (pid != 0) return pid;
   if (own_group) setpgid(0, 0);
-  for (const std::string& e : env) putenv(const_cast<char*>(e.c_str()));  // child only
+  for (const std::string& e : env) {  // child only; "NAME" without a value: unset
+    if (e.find('=') == std::string::npos) unsetenv(e.c_str());
+    else putenv(const_cast<char*>(e.c_str()));
+  }
   // Under srun, Open MPI takes a process that sees a step id for one that srun launched
   // directly and insists on Slurm's PMI: the ranks are the launcher's children, not srun's.
   unsetenv("SLURM_STEPID");
@@ -158,6 +168,20 @@ bool MakePrivateDir(const std::string& path) {
   return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && chmod(path.c_str(), 0700) == 0;
 }
 
+// This executable's path, for the rank shim that mpirun starts.
+std::string SelfPath(const char* argv0) {
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n > 0) return std::string(buf, static_cast<std::size_t>(n));
+  return argv0;
+}
+
+// The job: the elastic job's id (the parent's, also in extensions), else the Slurm job's, else "".
+std::string JobId(const elastic::mpi::Config& config) {
+  if (config.IsSet("job_id")) return config.Get("job_id");
+  return config.Get("slurm_job_id");
+}
+
 bool Parse(int argc, char** argv, const elastic::mpi::Config& config, Options* o) {
   int i = 1;
   for (; i < argc; ++i) {
@@ -202,14 +226,16 @@ bool Parse(int argc, char** argv, const elastic::mpi::Config& config, Options* o
     o->ranks = gpus > 0 ? static_cast<int>(gpus) : 1;
   }
   if ((o->program.empty() && !o->topology) || o->ranks < 1) return false;
-  // Run dir: --run-dir, ELASTIC_RUN_DIR, else <working directory>/.elastic/<job>. The working
-  // directory (sbatch --chdir) is the user's and exists on every node; the submit directory need
-  // not be writable. Extension jobs run in the parent's working directory: the same run dir.
+  // Run dir: --run-dir, ELASTIC_RUN_DIR, else <working directory>/.elastic/<job> (<job>: JobId,
+  // "standalone" outside a job). The working directory (sbatch --chdir) is the user's and exists
+  // on every node; the submit directory need not be writable. Extension jobs run in the parent's
+  // working directory: the same run dir.
   if (o->run_dir.empty()) o->run_dir = config.Get("run_dir");
   if (o->run_dir.empty()) {
     char cwd[4096];
     const std::string base = getcwd(cwd, sizeof cwd) ? cwd : ".";
-    o->run_dir = base + "/.elastic/" + config.Get("job_id");
+    const std::string job = JobId(config);
+    o->run_dir = base + "/.elastic/" + (job.empty() ? "standalone" : job);
   }
   if (o->uri_file.empty()) o->uri_file = config.Get("rendezvous_uri");
   if (o->uri_file.rfind("file:", 0) == 0) o->uri_file = o->uri_file.substr(5);
@@ -266,26 +292,14 @@ void RegisterLauncher(const Options& o, const elastic::mpi::Config& config, cons
   }
 }
 
-std::string ReadFirstLine(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
-
-// Writes text to path with mode 600 (temp file + rename, so readers never see half of it).
-bool WritePrivateFile(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  if (fd < 0) return false;
-  const bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  close(fd);
-  return ok && rename(tmp.c_str(), path.c_str()) == 0;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], elastic::launch::kRankShimOption) == 0) {
+    return elastic::launch::RankShimMain(argc, argv);
+  }
+  using elastic::launch::ReadFirstLine;
+  using elastic::launch::WritePrivateFile;
   const elastic::mpi::Config config = elastic::mpi::Config::FromEnvironment();
   Options o;
   if (!Parse(argc, argv, config, &o)) {
@@ -384,6 +398,26 @@ int main(int argc, char** argv) {
     RegisterLauncher(o, config, ReadFirstLine(o.uri_file));
   }
 
+  // torchrun's world at start (torch_env.h): every node group's rank count and node group 0's
+  // MASTER_ADDR and MASTER_PORT, through the run dir. A joining group is not part of that world.
+  namespace launch = elastic::launch;
+  std::optional<launch::TorchWorld> torch_world;
+  if (!o.join) {
+    launch::NodeRecord mine{ReadFirstLine(o.uri_file), o.ranks, "", 0};
+    elastic::Status chosen = leader ? launch::ChooseMaster(config.Get("rendezvous_if"), !several, &mine)
+                                    : elastic::Status::Ok();
+    auto world = !chosen.ok() ? elastic::Result<launch::TorchWorld>(chosen)
+                 : several    ? launch::ExchangeRecords(o.run_dir, mine, std::atoi(node_group.c_str()),
+                                                        std::atoi(node_groups.c_str()), o.wait_s)
+                              : launch::WorldFromRecords({mine}, std::atoi(node_group.c_str()));
+    if (!world.ok()) {
+      std::fprintf(stderr, "elastic-launch: torchrun's environment: %s\n", world.status().message().c_str());
+      if (server > 0) Stop(server);
+      return kExitRendezvous;
+    }
+    torch_world = world.value();
+  }
+
   // The ranks: environment of docs/interfaces.md section 2 ("set by elastic-launch").
   namespace contract = elastic::contract;
   auto var = [](const char* name, const std::string& value) { return std::string(name) + "=" + value; };
@@ -400,6 +434,11 @@ int main(int argc, char** argv) {
   // Oversubscribed cores (tests on small machines): ranks must yield while they wait, or the
   // busy-polling ones starve the others (a merged world's allreduce was 40x slower).
   if (o.oversubscribe) env.push_back("OMPI_MCA_mpi_yield_when_idle=1");
+  const std::string job = JobId(config);
+  for (std::string& e : launch::TorchEnvironment(torch_world ? &*torch_world : nullptr, o.ranks,
+                                                 job.empty() ? "none" : job, o.ranks == 1 ? 0 : -1)) {
+    env.push_back(std::move(e));
+  }
   std::vector<std::string> cmd;
   if (o.ranks == 1) {
     env.push_back(var(contract::kLocalRank, "0"));
@@ -408,6 +447,9 @@ int main(int argc, char** argv) {
     cmd = {o.mpirun, "-np", std::to_string(o.ranks), "--mca", "ras", "^slurm", "--mca", "plm", "^slurm",
            "--ompi-server", "file:" + o.uri_file};
     if (o.oversubscribe) cmd.push_back("--oversubscribe");
+    // Each rank's RANK and LOCAL_RANK: this launcher in front of the program (torch_env.h).
+    cmd.insert(cmd.end(), {SelfPath(argv[0]), launch::kRankShimOption,
+                           torch_world ? std::to_string(torch_world->rank_offset) : "-", "--"});
     cmd.insert(cmd.end(), o.program.begin(), o.program.end());
   }
   struct sigaction sa {};

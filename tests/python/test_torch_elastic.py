@@ -291,6 +291,29 @@ class JobTest(unittest.TestCase):
         finally:
             restore(saved)
 
+    def test_distributed_sampler_taken_over(self):
+        # A DDP script's DataLoader, unchanged: elastic() samples its data set elastically in place
+        # of the DistributedSampler (its shuffle and seed, the loader's batch size and drop_last).
+        saved = environment()
+        try:
+            elastic.init_process_group("gloo", batch_size=4)
+            dataset = TensorDataset(torch.randn(22, 3), torch.zeros(22, dtype=torch.long), torch.arange(22))
+            theirs = torch.utils.data.distributed.DistributedSampler(dataset, shuffle=False, seed=3)
+            loader = DataLoader(dataset, batch_size=4, sampler=theirs, drop_last=True)
+            model = nn.Linear(3, 2)
+            job = elastic.elastic(model, torch.optim.SGD(model.parameters(), lr=0.1), loader)
+            self.assertIsInstance(loader.batch_sampler, elastic.ElasticSampler)
+            self.assertIs(loader.sampler, theirs)
+            self.assertEqual((job.sampler.shuffle, job.sampler.seed, job.sampler.drop_last), (False, 3, True))
+            seen = []
+            for epoch in job.epochs(1):
+                loader.sampler.set_epoch(epoch)  # the script's call on its own sampler: harmless
+                for x, y, ids in job.batches():
+                    seen += ids.tolist()
+            self.assertEqual(seen, list(range(20)))  # unshuffled; the short last step dropped
+        finally:
+            restore(saved)
+
     def test_errors_say_what_to_write(self):
         saved = environment()
         try:
@@ -300,6 +323,7 @@ class JobTest(unittest.TestCase):
             with self.assertRaises(TypeError) as ctx:
                 elastic.elastic(model, optimizer, plain, scheduler)
             self.assertIn("sampler=elastic_mpi.torch.ElasticSampler(dataset)", str(ctx.exception))
+            self.assertIn("RandomSampler", str(ctx.exception))
             unsized = DataLoader(dataset, batch_sampler=elastic.ElasticSampler(dataset))
             with self.assertRaises(ValueError) as ctx:
                 elastic.elastic(model, optimizer, unsized, scheduler)

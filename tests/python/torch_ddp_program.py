@@ -1,7 +1,7 @@
 """A small DDP training script on elastic_mpi.torch, run by run_torch_ddp_rescale.py (mpi label)
 and run_gpu_test.sh (gpu label) under mpirun with a standalone schedule: an MLP on a generated
 classification set, SGD with momentum, a StepLR scheduler, DistributedDataParallel on the
-job's process group, the DataLoader with an ElasticSampler.
+job's process group, the DataLoader with torch's DistributedSampler (taken over by elastic()).
 
 Checks on every rank at every step (exit 3 when one fails, after the step's collectives):
 * every rank's parameters, momentum buffers, scheduler epoch, learning rate, step and epoch
@@ -23,6 +23,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data.distributed import DistributedSampler
 
 import elastic_mpi.torch as elastic
 from elastic_mpi.torch import handover
@@ -88,7 +89,8 @@ def main(argv):
     torch.manual_seed(args.seed)
     model = nn.Sequential(nn.Linear(10, 32), nn.Tanh(), nn.Linear(32, 3)).to(device)
     model = elastic.DistributedDataParallel(model)
-    loader = DataLoader(dataset, batch_size=args.batch, sampler=elastic.ElasticSampler(dataset, seed=args.seed),
+    # torch's DistributedSampler, as a DDP script has it: elastic() samples elastically in its place.
+    loader = DataLoader(dataset, batch_size=args.batch, sampler=DistributedSampler(dataset, seed=args.seed),
                         num_workers=args.workers)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.8)

@@ -5,7 +5,7 @@ the standard DataLoader. A DDP script becomes elastic by swapping a few names:
 
     elastic.init_process_group("gloo", batch_size=B)    # was dist.init_process_group("gloo")
     model = elastic.DistributedDataParallel(model)      # was DistributedDataParallel(model)
-    loader = DataLoader(dataset, batch_size=B, sampler=elastic.ElasticSampler(dataset))
+    loader = DataLoader(dataset, batch_size=B, sampler=DistributedSampler(dataset))  # unchanged
     optimizer = ...; scheduler = ...                    # unchanged
     job = elastic.elastic(model, optimizer, loader, scheduler)
     for epoch in job.epochs(start_epoch, epochs):       # was range(start_epoch, epochs)

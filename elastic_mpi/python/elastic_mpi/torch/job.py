@@ -317,7 +317,8 @@ def elastic(model, optimizer, loader, scheduler=None, *, scaler=None, extras=Non
     cuda:d). optimizer, scheduler (any torch LR scheduler) and scaler (torch.cuda.amp.GradScaler)
     are handed to newcomers through their state_dicts, with the RNG states, the step and epoch
     counters and extras (a dict: values with state_dict()/load_state_dict() go through those,
-    others by value). loader: a DataLoader with an ElasticSampler (as sampler= or batch_sampler=).
+    others by value). loader: a DataLoader with torch's DistributedSampler (an ElasticSampler takes
+    its place) or an ElasticSampler (as sampler= or batch_sampler=).
     observe_gradients: feed the runtime's gradient-noise statistics (adascale, elasticd) from the
     DDP hook.
 

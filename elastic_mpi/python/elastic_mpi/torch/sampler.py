@@ -1,5 +1,5 @@
 """ElasticSampler: the standard DataLoader's sampler for an elastic world, in place of
-DistributedSampler. Every sample of an epoch is trained on exactly once across rescales, and a
+DistributedSampler (elastic() also puts one in place of a DataLoader's DistributedSampler). Every sample of an epoch is trained on exactly once across rescales, and a
 rank that joins mid-epoch continues where the world is.
 
 It is a batch sampler: each item is this rank's list of sample indices for one step. The epoch's
@@ -155,8 +155,11 @@ def is_elastic_loader(loader):
 
 
 def install(loader):
-    """The loader's ElasticSampler, installed as its batch sampler when it was given as sampler=.
-    Refuses loaders that cannot follow the elastic world, saying what to write instead."""
+    """The loader's ElasticSampler, installed as its batch sampler: the loader's own when it was
+    given as batch_sampler= or as sampler= (with the loader's batch_size and drop_last), or one
+    made in place of torch's DistributedSampler (its data set, shuffle and seed; the loader's
+    batch_size and drop_last). Refuses loaders that cannot follow the elastic world, saying what
+    to write instead."""
     if not isinstance(loader, torch.utils.data.DataLoader):
         raise TypeError(f"elastic(): loader must be a torch.utils.data.DataLoader, got {type(loader).__name__}")
     if isinstance(loader.dataset, torch.utils.data.IterableDataset):
@@ -164,17 +167,27 @@ def install(loader):
                         "Dataset (__getitem__ and __len__)")
     if is_elastic_loader(loader):
         return loader.batch_sampler
-    if isinstance(loader.sampler, ElasticSampler) and isinstance(loader.batch_sampler,
-                                                                 torch.utils.data.BatchSampler):
-        sampler = loader.sampler
-        if sampler.batch_size is None:
-            sampler.batch_size = loader.batch_sampler.batch_size
-        # DataLoader refuses to set batch_sampler after its construction through its own
-        # __setattr__; its iterators read it through _index_sampler, as any batch sampler.
-        object.__setattr__(loader, "batch_sampler", sampler)
-        return sampler
+    batches = loader.batch_sampler
+    if isinstance(batches, torch.utils.data.BatchSampler):
+        if isinstance(loader.sampler, ElasticSampler):
+            sampler = loader.sampler
+            sampler.drop_last = sampler.drop_last or batches.drop_last
+        elif isinstance(loader.sampler, torch.utils.data.distributed.DistributedSampler):
+            # Its order and its split among a fixed number of replicas give way to the elastic
+            # ones; the script's set_epoch() calls on it stay harmless.
+            theirs = loader.sampler
+            sampler = ElasticSampler(theirs.dataset, shuffle=theirs.shuffle, seed=theirs.seed,
+                                     drop_last=batches.drop_last)
+        else:
+            sampler = None
+        if sampler is not None:
+            if sampler.batch_size is None:
+                sampler.batch_size = batches.batch_size
+            # DataLoader refuses to set batch_sampler after its construction through its own
+            # __setattr__; its iterators read it through _index_sampler, as any batch sampler.
+            object.__setattr__(loader, "batch_sampler", sampler)
+            return sampler
     raise TypeError(
-        f"elastic(): the DataLoader's sampler is a {type(loader.sampler).__name__}, not an "
-        f"elastic_mpi.torch.ElasticSampler: write DataLoader(dataset, batch_size=B, "
-        f"sampler=elastic_mpi.torch.ElasticSampler(dataset)) in place of DistributedSampler "
-        f"(it takes DistributedSampler's arguments)")
+        f"elastic(): the DataLoader's sampler is a {type(loader.sampler).__name__}, neither an "
+        f"elastic_mpi.torch.ElasticSampler nor a DistributedSampler: write DataLoader(dataset, batch_size=B, "
+        f"sampler=elastic_mpi.torch.ElasticSampler(dataset)) (it takes DistributedSampler's arguments)")

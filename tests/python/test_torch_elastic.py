@@ -188,8 +188,9 @@ class JobTest(unittest.TestCase):
         saved = environment(ELASTIC_SCHEDULE="1:4->1:8", ELASTIC_SCHEDULE_EVERY="3", ELASTIC_LR_SCALING="linear")
         try:
             model, optimizer, loader, scheduler = make_job()
-            elastic.init_process_group("gloo", batch_size=4)
+            elastic.init_process_group("gloo", "env://", world_size=8, rank=3, batch_size=4)  # torch's call
             self.assertTrue(torch.distributed.is_initialized())
+            self.assertEqual((torch.distributed.get_rank(), torch.distributed.get_world_size()), (0, 1))
             self.assertEqual((os.environ["RANK"], os.environ["WORLD_SIZE"]), ("0", "1"))
             ddp = elastic.DistributedDataParallel(model)
             with self.assertRaises(RuntimeError) as ctx:

@@ -104,9 +104,11 @@ def current():
     return _world
 
 
-def init_process_group(backend=None, *, batch_size=None, global_batch=None, timeout=None, store_host=None,
-                       **session_options):
+def init_process_group(backend=None, init_method=None, timeout=None, world_size=-1, rank=-1, *, batch_size=None,
+                       global_batch=None, store_host=None, **session_options):
     """Drop-in for torch.distributed.init_process_group under the elastic runtime (collective).
+    init_method, world_size and rank are accepted for torch's callers and not used: the runtime's
+    world decides them (and changes them).
 
     Creates the process's elastic_mpi session (options from ELASTIC_*, keywords override them as in
     elastic_mpi.Session; the session's own collectives use MPI) and the torch.distributed default
@@ -121,6 +123,7 @@ def init_process_group(backend=None, *, batch_size=None, global_batch=None, time
     (the running ranks wait for the newcomer in the state hand-over meanwhile).
     """
     global _world
+    del init_method, world_size, rank  # the runtime's world decides
     if _world is not None:
         raise RuntimeError("elastic_mpi.torch.init_process_group() was already called in this process")
     if dist.is_initialized():

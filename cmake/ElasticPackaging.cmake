@@ -12,6 +12,8 @@
 #   P/bin/elasticctl, elastic-launch, elastic-report, elastic-optimize, elastic-sim,
 #         elastic-train-logreg                 the tools and the example trainer
 #   P/lib/libelastic_mpi.so, P/include/...     the runtime library and its headers
+#   P/lib/python/elastic_mpi/                  the Python package (PYTHONPATH=P/lib/python), when
+#                                             pybind11 and Python's headers were found
 #   P/lib/systemd/system/elasticd.service      the unit (paths adjusted to P)
 #   P/share/man/man1, man8                     manual pages (docs/man)
 #   P/share/doc/elastic-slurm/examples/        site-config/ (elasticd.conf, plugstack.conf.d,

@@ -1,5 +1,6 @@
 // The session's collectives on the caller's buffers: allreduce and broadcast of NumPy arrays and
-// CPU tensors (host memory: MPI) or CUDA tensors (device memory: NCCL, or a host copy over MPI),
+// CPU tensors (host memory: MPI) or CUDA tensors (device memory: NCCL when the world's backend is
+// NCCL, else a staged host copy over MPI; a build without CUDA refuses them, buffers.cpp),
 // and the gradient-statistics allreduce (host arithmetic: CUDA tensors are copied to the host).
 #include <span>
 
@@ -16,7 +17,10 @@ void BindCollectives(PySessionClass& cls) {
             if (op != "sum" && op != "mean") Invalid("allreduce: op must be 'sum' or 'mean', got '" + op + "'");
             Buffer b = GetBuffer(array, "allreduce");
             if (b.elem != Elem::kFloat32 && b.elem != Elem::kFloat64) {
-              Invalid("allreduce: float32 or float64 arrays only, got format '" + b.format + "'");
+              const bool torch_dtype = b.format.rfind("torch.", 0) == 0;
+              Invalid("allreduce: float32 or float64 arrays and tensors only, got " +
+                      (torch_dtype ? "dtype " + b.format + " (reduce a .float() or .double() copy)"
+                                   : "format '" + b.format + "'"));
             }
             auto& backend = session.backend();
             CheckDevice(b, backend, "allreduce");
@@ -104,7 +108,21 @@ void BindCollectives(PySessionClass& cls) {
           },
           py::arg("local_mean"), py::arg("local_count"), py::arg("global_mean"),
           "Collective: gradient-noise statistics from this rank's mean gradient over local_count samples and "
-          "the world's mean gradient.");
+          "the world's mean gradient.")
+      .def(
+          "observe_gradient_norms",
+          [](PySession& s, double local_sqr, std::uint64_t local_count, double global_sqr) {
+            Session& session = s.Ready("observe_gradient_norms");
+            Status st;
+            {
+              py::gil_scoped_release release;
+              st = session.ObserveGradientNorms(local_sqr, local_count, global_sqr);
+            }
+            Check(st);
+          },
+          py::arg("local_sqr"), py::arg("local_count"), py::arg("global_sqr"),
+          "Collective: the same statistics from squared norms: |this rank's mean gradient|^2 over local_count "
+          "samples and |the world's mean gradient|^2 (for gradients reduced elsewhere, e.g. a DDP hook).");
 }
 
 }  // namespace elastic::mpi::python

@@ -51,6 +51,9 @@ void BindOptions(py::module_& m) {
       .def_readwrite("controller", &SessionOptions::controller)
       .def_readwrite("metrics_interval_s", &SessionOptions::metrics_interval_s)
       .def_readwrite("global_batch", &SessionOptions::global_batch)
+      .def_readwrite("local_batch", &SessionOptions::local_batch,
+                     "initial per-rank batch; with global_batch 0 the initial global batch is local_batch x the "
+                     "initial world size")
       .def_readwrite("base_global_batch", &SessionOptions::base_global_batch)
       .def_property(
           "batch_min", [](const SessionOptions& o) { return OptionalU64(o.batch_min); },

@@ -57,7 +57,10 @@ std::unique_ptr<PySession> MakeSession(std::optional<std::uint64_t> global_batch
     holder.attr(key.c_str()) = item.second;
   }
   opts = holder.cast<SessionOptions>();
-  if (opts.global_batch == 0) Invalid("global_batch must be > 0 (the program's initial global batch)");
+  if (opts.global_batch == 0 && opts.local_batch == 0) {
+    Invalid("global_batch must be > 0 (the program's initial global batch), or local_batch (its initial per-rank "
+            "batch: the global batch is then local_batch x the initial world size)");
+  }
   EnsureMpi();
   std::unique_ptr<Session> session;
   {
@@ -122,7 +125,8 @@ PySessionClass BindSession(py::module_& m) {
                      "and learning-rate factor, collectives on host buffers, metrics, checkpoints.");
   cls.def(py::init(&MakeSession), py::arg("global_batch") = py::none(), py::arg("options") = py::none(),
            "Session(global_batch=None, options=None, **overrides): options default to "
-           "SessionOptions.from_environment(); keyword overrides set SessionOptions attributes. Initialises MPI.")
+           "SessionOptions.from_environment(); keyword overrides set SessionOptions attributes (local_batch=N "
+           "instead of global_batch: N x the initial world size). Initialises MPI.")
       .def("__enter__", [](py::object self) { return self; })
       .def("__exit__", [](PySession& s, py::args) { s.Close(); })
       .def("close", &PySession::Close, "Frees the session (MPI is finalised at interpreter exit).")

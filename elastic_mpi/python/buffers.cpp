@@ -1,6 +1,6 @@
-// Buffers: the caller's memory, without copies (NumPy arrays, CPU torch tensors through their
-// NumPy view, any other object with the buffer protocol: host memory; CUDA torch tensors through
-// their data pointer: device memory), checked C-contiguous and writable.
+// Buffers: the caller's memory, without copies (NumPy arrays and any other object with the buffer
+// protocol: host memory; torch tensors through their data pointer: host memory for CPU tensors,
+// device memory for CUDA tensors, any dtype), checked C-contiguous and writable.
 #include <bit>
 #include <cstdint>
 
@@ -13,22 +13,44 @@ namespace {
 bool IsTorchTensor(py::handle obj) {
   py::object cls = py::type::of(obj);
   const std::string module = py::str(cls.attr("__module__"));
-  return module.rfind("torch", 0) == 0 && py::hasattr(obj, "numpy") && py::hasattr(obj, "is_contiguous");
+  return module.rfind("torch", 0) == 0 && py::hasattr(obj, "data_ptr") && py::hasattr(obj, "is_contiguous");
 }
 
-// A CUDA tensor: its device memory in place (torch's data pointer, no copy).
-Buffer CudaTensor(py::handle obj) {
+// A torch tensor in place through its data pointer (no copy, any dtype): host memory for a CPU
+// tensor, device memory for a CUDA tensor. Sparse and other non-strided layouts, devices other
+// than the CPU and CUDA, and non-contiguous tensors are refused with what to do instead.
+Buffer TorchTensor(py::handle obj, const std::string& what) {
+  const std::string layout = py::str(obj.attr("layout"));
+  if (layout != "torch.strided") {
+    Invalid(what + ": a torch tensor with layout " + layout + "; only dense (torch.strided) tensors are accepted "
+            "(use .to_dense())");
+  }
+  const std::string device = py::str(obj.attr("device"));
+  const std::string type = py::str(obj.attr("device").attr("type"));
+  if (type != "cpu" && type != "cuda") {
+    Invalid(what + ": a torch tensor on " + device + "; only CPU tensors (host memory) and CUDA tensors "
+            "(device memory) are accepted (move it with .cpu() or .cuda())");
+  }
+  if (!obj.attr("is_contiguous")().cast<bool>()) {
+    Invalid(what + ": the torch tensor is not contiguous (use .contiguous() and register that tensor)");
+  }
   Buffer out;
+  out.format = py::str(obj.attr("dtype"));
+  if (type == "cuda") {
+    if (!elastic::mpi::NcclCompiled()) {
+      Invalid(what + ": a CUDA tensor, but this build of elastic_mpi has no CUDA (it was built without NCCL): "
+              "pass a CPU tensor (tensor.cpu()) or use a build with CUDA and NCCL");
+    }
+    out.space = MemorySpace::kDevice;
+    out.device = obj.attr("device").attr("index").cast<int>();
+  }
   out.data = reinterpret_cast<void*>(obj.attr("data_ptr")().cast<std::uintptr_t>());
   out.count = obj.attr("numel")().cast<std::size_t>();
   out.bytes = out.count * obj.attr("element_size")().cast<std::size_t>();
-  out.format = py::str(obj.attr("dtype"));
   out.elem = out.format == "torch.float32" ? Elem::kFloat32
              : out.format == "torch.float64" ? Elem::kFloat64
              : out.format == "torch.uint64"  ? Elem::kUint64
                                              : Elem::kOther;
-  out.space = MemorySpace::kDevice;
-  out.device = obj.attr("device").attr("index").cast<int>();
   out.owner = py::reinterpret_borrow<py::object>(obj);
   return out;
 }
@@ -50,28 +72,10 @@ void CheckDevice(const Buffer& b, CollectiveBackend& backend, const std::string&
 
 // what names the argument in messages.
 Buffer GetBuffer(py::handle obj, const std::string& what) {
+  if (IsTorchTensor(obj)) return TorchTensor(obj, what);
   Buffer out;
   py::object view = py::reinterpret_borrow<py::object>(obj);
   py::object owner = view;
-  if (IsTorchTensor(obj)) {
-    const std::string device = py::str(obj.attr("device"));
-    const bool cuda = py::hasattr(obj, "is_cuda") && obj.attr("is_cuda").cast<bool>();
-    if (device != "cpu" && !cuda) {
-      Invalid(what + ": a torch tensor on " + device + "; only CPU tensors (host memory) and CUDA tensors "
-              "(device memory) are accepted");
-    }
-    if (!obj.attr("is_contiguous")().cast<bool>()) {
-      Invalid(what + ": the torch tensor is not contiguous (use .contiguous() and register that tensor)");
-    }
-    if (cuda) return CudaTensor(obj);
-    // detach() and numpy() share the tensor's storage: no copy.
-    try {
-      view = obj.attr("detach")().attr("numpy")();
-    } catch (py::error_already_set& e) {
-      Invalid(what + ": cannot view the torch tensor as a NumPy array: " + std::string(e.what()));
-    }
-    owner = py::make_tuple(obj, view);
-  }
   if (!PyObject_CheckBuffer(view.ptr())) {
     Invalid(what + ": expected a NumPy array, a CPU torch tensor or another writable buffer, got " +
             std::string(py::str(py::type::of(obj).attr("__name__"))));

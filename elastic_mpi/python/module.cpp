@@ -1,6 +1,8 @@
-// The Python module `elastic_mpi`: the runtime's C++ API (session, sharding, learning-rate rules,
-// gradient noise, metrics) for Python training scripts. docs/user-guide.md ("Python and PyTorch")
-// is its manual; tests/python its tests. Each concern is bound by its own Bind* function
+// The compiled part of the Python package `elastic_mpi` (elastic_mpi._core, re-exported as it is
+// by the package's __init__.py): the runtime's C++ API (session, sharding, learning-rate rules,
+// gradient noise, metrics) for Python training scripts. The package's pure-Python parts (the
+// torch.distributed path, elastic_mpi.torch) are in python/elastic_mpi/. docs/user-guide.md
+// ("Python and PyTorch") is its manual; tests/python its tests. Each concern is bound by its own Bind* function
 // (binding.h lists them); this file only calls them, in an order where every type is bound
 // before a later signature names it.
 //
@@ -13,7 +15,7 @@
 // (elastic_mpi.Error and one subclass per error kind) carrying the runtime's message.
 #include "binding.h"
 
-PYBIND11_MODULE(elastic_mpi, m) {
+PYBIND11_MODULE(_core, m) {
   namespace bind = elastic::mpi::python;
   namespace py = pybind11;
   m.doc() =

@@ -6,6 +6,7 @@
 #include "elastic_mpi/session.h"
 
 #include <array>
+#include <cmath>
 #include <csignal>
 
 #include "check.h"
@@ -46,8 +47,9 @@ double Session::Impl::LrFactorAt(std::uint64_t b) const {
 Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Result<std::unique_ptr<Session>> Session::Create(SessionOptions options, int* argc, char*** argv) {
-  if (options.global_batch == 0) {
-    return Status(ErrorKind::kInvalidArgument, "SessionOptions.global_batch must be > 0");
+  if (options.global_batch == 0 && options.local_batch == 0) {
+    return Status(ErrorKind::kInvalidArgument,
+                  "SessionOptions.global_batch (or local_batch, the per-rank batch) must be > 0");
   }
   auto impl = std::make_unique<Impl>(std::move(options));
   Impl& s = *impl;
@@ -113,6 +115,12 @@ Result<std::unique_ptr<Session>> Session::Create(SessionOptions options, int* ar
   }
   (void)own_size;
   if (!joined.ok()) return joined;
+  if (s.options.global_batch == 0 && !s.newcomer) {
+    // The per-rank batch over the initial world (a newcomer has the running world's batch from
+    // the meta it received in its merge).
+    s.global_batch = s.options.local_batch * static_cast<std::uint64_t>(s.size);
+    s.base_batch = s.options.base_global_batch != 0 ? s.options.base_global_batch : s.global_batch;
+  }
   // Probes of the liveness side channel: a peer that does not answer within 5 s is taken for gone
   // (its node failed); a live process answers from its responder thread in milliseconds.
   s.guard = std::make_unique<detail::CollectiveGuard>(s.options.collective_timeout_s, s.options.stall_timeout_s, 5.0);
@@ -360,34 +368,45 @@ CollectiveBackend& Session::backend() {
 
 namespace {
 template <typename T>
-Status Observe(Session::Impl& s, std::span<const T> local, std::uint64_t count, std::span<const T> global,
-               GradientNoise& noise) {
-  if (local.size() != global.size()) {
-    return Status(ErrorKind::kInvalidArgument, "ObserveGradients: local and global sizes differ");
-  }
-  double local_sqr = 0;
-  for (T v : local) local_sqr += static_cast<double>(v) * static_cast<double>(v);
-  double global_sqr = 0;
-  for (T v : global) global_sqr += static_cast<double>(v) * static_cast<double>(v);
+double SquaredNorm(std::span<const T> v) {
+  double sqr = 0;
+  for (T x : v) sqr += static_cast<double>(x) * static_cast<double>(x);
+  return sqr;
+}
+}  // namespace
+
+Status Session::ObserveGradientNorms(double local_sqr, std::uint64_t local_count, double global_sqr) {
+  Impl& s = *impl_;
+  // A rank whose norm is not a number contributes nothing (the allreduce still happens: it is
+  // collective); a global norm that is not one (an overflowed mixed-precision step, the same on
+  // every rank) updates nothing.
+  if (!std::isfinite(local_sqr) || local_sqr < 0) local_count = 0;
   // {sum_i b_i |g_i|^2, B, ranks with samples}
-  std::array<double, 3> sums = {static_cast<double>(count) * local_sqr, static_cast<double>(count),
-                                count > 0 ? 1.0 : 0.0};
+  std::array<double, 3> sums = {local_count > 0 ? static_cast<double>(local_count) * local_sqr : 0.0,
+                                static_cast<double>(local_count), local_count > 0 ? 1.0 : 0.0};
   {
     detail::GuardScope guard(s.guard.get(), "the gradient-statistics allreduce", s.step);
     ELASTIC_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, sums.data(), 3, MPI_DOUBLE, MPI_SUM, s.world));
   }
-  noise.Observe(sums[0], global_sqr, sums[1], static_cast<int>(sums[2]));
+  if (std::isfinite(global_sqr) && global_sqr >= 0) {
+    s.noise.Observe(sums[0], global_sqr, sums[1], static_cast<int>(sums[2]));
+  }
   return Status::Ok();
 }
-}  // namespace
 
 Status Session::ObserveGradients(std::span<const double> local_mean, std::uint64_t local_count,
                                  std::span<const double> global_mean) {
-  return Observe(*impl_, local_mean, local_count, global_mean, impl_->noise);
+  if (local_mean.size() != global_mean.size()) {
+    return Status(ErrorKind::kInvalidArgument, "ObserveGradients: local and global sizes differ");
+  }
+  return ObserveGradientNorms(SquaredNorm(local_mean), local_count, SquaredNorm(global_mean));
 }
 Status Session::ObserveGradients(std::span<const float> local_mean, std::uint64_t local_count,
                                  std::span<const float> global_mean) {
-  return Observe(*impl_, local_mean, local_count, global_mean, impl_->noise);
+  if (local_mean.size() != global_mean.size()) {
+    return Status(ErrorKind::kInvalidArgument, "ObserveGradients: local and global sizes differ");
+  }
+  return ObserveGradientNorms(SquaredNorm(local_mean), local_count, SquaredNorm(global_mean));
 }
 
 void Session::ReportStep(double step_time_s, std::uint64_t samples_in_step) {

@@ -43,10 +43,19 @@ def expected(prefix):
         "optimizer": [f"{p}/bin/elastic-optimize"],
         "simulator": [f"{p}/bin/elastic-sim"],
     }
+    if python_package_built():
+        parts["elastic_mpi"] += [f"{p}/{LIBDIR}/python/elastic_mpi/__init__.py",
+                                 f"{p}/{LIBDIR}/python/elastic_mpi/torch/__init__.py",
+                                 f"{p}/{LIBDIR}/python/elastic_mpi/torch/job.py"]
     for component, paths in parts.items():
         if component not in SKIP:
             files += paths
     return files
+
+
+def python_package_built():
+    """The build tree has the Python package (pybind11 and Python's headers were found)."""
+    return os.path.isfile(os.path.join(BUILD, "lib", "python", "elastic_mpi", "__init__.py"))
 
 
 def run(cmd, **kw):
@@ -77,6 +86,20 @@ class PackagingTest(unittest.TestCase):
             r = subprocess.run(["ldd", f"{root}{prefix}/bin/elastic-launch"], capture_output=True, text=True)
             line = [l for l in r.stdout.splitlines() if "libelastic_mpi" in l]
             self.assertTrue(line and root in line[0], f"elastic-launch does not find the installed library: {line}")
+        if "elastic_mpi" not in SKIP and python_package_built():
+            # The installed package imports from its own directory and its compiled part finds the
+            # installed runtime library ($ORIGIN/../..); elastic_mpi.torch where torch is installed.
+            pythonpath = f"{root}{prefix}/{LIBDIR}/python"
+            code = ("import elastic_mpi, importlib.util as u; print(elastic_mpi._core.__file__); "
+                    "u.find_spec('torch') and __import__('elastic_mpi.torch')")
+            r = subprocess.run(["/usr/bin/python3", "-c", code], capture_output=True, text=True,
+                               env=dict(os.environ, PYTHONPATH=pythonpath, PYTHONDONTWRITEBYTECODE="1"))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertTrue(r.stdout.startswith(pythonpath), r.stdout)
+            core = r.stdout.strip()
+            r = subprocess.run(["ldd", core], capture_output=True, text=True)
+            line = [l for l in r.stdout.splitlines() if "libelastic_mpi" in l]
+            self.assertTrue(line and root in line[0], f"elastic_mpi._core does not find the installed library: {line}")
 
     def test_cmake_install_into_destdir(self):
         run([CMAKE, "--install", BUILD], env=dict(os.environ, DESTDIR=self.tmp))

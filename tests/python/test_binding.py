@@ -349,6 +349,21 @@ class SessionTest(unittest.TestCase):
             self.assertIn("'a'", str(ctx.exception))
             s2.close()
 
+    def test_local_batch_and_gradient_norms(self):
+        # local_batch in place of global_batch: the initial global batch is local_batch x the
+        # initial world size (1 here) and the base of the learning-rate rule.
+        s = session(local_batch=12, lr_rule="linear")
+        self.assertEqual((s.global_batch, s.options.local_batch), (12, 12))
+        s.begin()
+        self.assertEqual(s.lr_factor, 1.0)
+        s.observe_gradient_norms(4.0, 12, 1.0)  # one rank: no statistics, but a valid call
+        s.observe_gradient_norms(float("nan"), 12, float("inf"))  # not numbers: nothing counted
+        self.assertIsNone(s.noise_scale)
+        s.close()
+        with self.assertRaises(em.InvalidArgumentError) as ctx:
+            session()
+        self.assertIn("local_batch", str(ctx.exception))
+
     def test_batch_schedule_single_rank(self):
         # A standalone schedule that only changes the batch: rescale points report it and the
         # learning-rate factor follows the rule.
@@ -399,6 +414,38 @@ class TorchTest(unittest.TestCase):
         with self.assertRaises(em.InvalidArgumentError) as ctx:
             s.register("t", torch.zeros(4, 4).t())
         self.assertIn("contiguous", str(ctx.exception))
+        with self.assertRaises(em.InvalidArgumentError) as ctx:
+            s.register("sparse", torch.zeros(4, 4).to_sparse())
+        self.assertIn("to_dense", str(ctx.exception))
+        with self.assertRaises(em.InvalidArgumentError) as ctx:
+            s.register("meta", torch.zeros(4, device="meta"))
+        self.assertIn("meta", str(ctx.exception))
+        s.close()
+
+    def test_tensor_dtypes(self):
+        # Any dtype is handed over and broadcast through the tensor's own memory (bfloat16 has no
+        # NumPy view); allreduce takes float32/float64 and names the dtype otherwise.
+        s = session(global_batch=8)
+        half = torch.full((5,), 1.5, dtype=torch.bfloat16)
+        base = torch.arange(10, dtype=torch.float64)
+        view = base[4:]  # a view with a storage offset: its own elements, not the storage's first
+        s.register("bf16", half)
+        s.register("view", view)
+        s.begin()
+        s.broadcast(half)
+        self.assertEqual(half.tolist(), [1.5] * 5)
+        for dtype in (torch.bfloat16, torch.float16, torch.int64):
+            with self.assertRaises(em.InvalidArgumentError) as ctx:
+                s.allreduce(torch.zeros(3, dtype=dtype))
+            self.assertIn(f"dtype {dtype}", str(ctx.exception))
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "state.bin")
+            s.write_checkpoint(path)
+            half.zero_()
+            view.zero_()
+            s.read_checkpoint(path)
+        self.assertEqual(half.tolist(), [1.5] * 5)
+        self.assertEqual(base.tolist(), [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0])
         s.close()
 
 

@@ -20,18 +20,22 @@ EPOCH = ElasticdTestCase.EPOCH
 
 
 def install_python_files():
-    """The module and the example where the job user can read them (the cluster copies only
-    build/bin and build/lib/*.so); the module finds libelastic_mpi.so in ../ (CLUSTER_DIR/lib)."""
+    """The package and the example where the job user can read them (the cluster copies only
+    build/bin and build/lib/*.so); the package's compiled module finds libelastic_mpi.so two
+    levels up (CLUSTER_DIR/lib)."""
     pydir = os.path.join(CLUSTER_DIR, "lib", "python")
     exdir = os.path.join(CLUSTER_DIR, "share", "examples")
     for d in (pydir, exdir, os.path.dirname(exdir)):
         os.makedirs(d, exist_ok=True)
         os.chmod(d, 0o755)
-    src = os.path.join(BUILD, "lib", "python")
-    for name in os.listdir(src):
-        if name.startswith("elastic_mpi") and name.endswith(".so"):
-            shutil.copy(os.path.join(src, name), pydir)
-            os.chmod(os.path.join(pydir, name), 0o755)
+    package = os.path.join(pydir, "elastic_mpi")
+    shutil.rmtree(package, ignore_errors=True)
+    shutil.copytree(os.path.join(BUILD, "lib", "python", "elastic_mpi"), package,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    for d, _, files in os.walk(package):
+        os.chmod(d, 0o755)
+        for name in files:
+            os.chmod(os.path.join(d, name), 0o755 if name.endswith(".so") else 0o644)
     shutil.copy(os.path.join(SOURCE, "elastic_mpi", "python", "examples", "train_mlp.py"), exdir)
     os.chmod(os.path.join(exdir, "train_mlp.py"), 0o644)
     return pydir, os.path.join(exdir, "train_mlp.py")

@@ -76,6 +76,10 @@ struct SessionOptions {
   double metrics_interval_s = 5;  // at most one metrics message to elasticd per interval
 
   std::uint64_t global_batch = 0;       // initial global batch, samples per step (> 0)
+  // Or the initial per-rank batch (a DDP script's DataLoader batch_size): with global_batch 0,
+  // Create() sets the initial global batch to local_batch x the initial world size (all node
+  // groups; a newcomer takes the running world's batch instead). One of the two must be > 0.
+  std::uint64_t local_batch = 0;
   std::uint64_t base_global_batch = 0;  // B0 of the learning-rate rule (0: the initial batch)
   std::optional<std::uint64_t> batch_min, batch_max;  // clamp for every batch change
   LrRule lr_rule = LrRule::kNone;
@@ -202,6 +206,11 @@ class Session {
                           std::span<const double> global_mean);
   Status ObserveGradients(std::span<const float> local_mean, std::uint64_t local_count,
                           std::span<const float> global_mean);
+  // Collective: the same from squared norms, for programs whose gradients are reduced elsewhere
+  // (a torch DDP hook): local_sqr = |this rank's mean gradient|^2 over local_count samples,
+  // global_sqr = |the world's mean gradient|^2. A local value that is no finite number >= 0 counts
+  // as no samples; a global one updates nothing.
+  Status ObserveGradientNorms(double local_sqr, std::uint64_t local_count, double global_sqr);
   const GradientNoise& gradient_noise() const noexcept;
 
   // Records one finished step (seconds) and, on rank 0, passes metrics to the sinks.

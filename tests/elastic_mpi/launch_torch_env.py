@@ -17,6 +17,7 @@ usage: launch_torch_env.py BIN
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -38,7 +39,9 @@ def check(ok, what):
 
 
 def ranks_of(out):
-    return [json.loads(line[4:]) for line in out.splitlines() if line.startswith("ENV ")]
+    # mpirun forwards the ranks' output through its own I/O channel, where two ranks' lines may
+    # end up on one line: find each rank's object wherever it is (the objects hold no braces).
+    return [json.loads(obj) for obj in re.findall(r"ENV (\{[^{}]*\})", out)]
 
 
 def start(launcher, args, env, program=None):

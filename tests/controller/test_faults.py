@@ -4,7 +4,11 @@
   30 s the job stops with a clear error (exit 75, the runtime's "world lost"), elasticd requeues it,
   and it resumes from its last periodic checkpoint and completes;
 - slurmctld restarts while a grow is in flight: elasticd skips the epochs it cannot read Slurm,
-  reconnects, and enacts nothing twice (one extension job, one grow)."""
+  reconnects, and enacts nothing twice (one extension job, one grow);
+- the node of an extension is drained: the extension leaves, the job goes on at its base size;
+- the same drain while the whole job hangs (every rank stopped, no rescale point reached): the
+  extension is cancelled by extensions.leave_timeout, the job's world breaks when its ranks go
+  on, and it is requeued from its checkpoint and completes."""
 
 import os
 import re
@@ -13,7 +17,8 @@ import sqlite3
 import time
 import unittest
 
-from clustertest import CLUSTER_SCRIPT, CLUSTER_DIR, PORT_BASE, read, run, job_state, wait_job
+from clustertest import (CLUSTER_SCRIPT, CLUSTER_DIR, PORT_BASE, TERMINAL_STATES, read, run, job_state,
+                         wait_job)
 from e2e import ElasticdTestCase, extension_jobs, gpus_of, status, submit_trainer, wait_until
 
 EPOCH = ElasticdTestCase.EPOCH
@@ -125,6 +130,109 @@ class FaultTest(ElasticdTestCase):
         out_path = os.path.join(wd, f"job-{a}.out")
         self.assertRegex(read(out_path), r"join at step \d+: 2 -> 6 ranks")
         self.assertEqual(read(out_path).count("join at step"), 1)
+
+
+def nodes_of(job):
+    """The node list of a running job as Slurm prints it (e.g. "n2" or "n[1-2]")."""
+    return run(["squeue", "-h", "-j", str(job), "-o", "%N"]).stdout.strip()
+
+
+def node_state(node):
+    return run(["sinfo", "-h", "-N", "-n", node, "-o", "%T"]).stdout.strip()
+
+
+class DrainTest(ElasticdTestCase):
+    """A real `scontrol update State=DRAIN` on the node of a job's extension. The job's base
+    fills node n1 (4 a100 GPUs), so its extension (2 GPUs) lies on n2, the other a100 node."""
+
+    LEAVE_TIMEOUT = 15
+    EXTRA = f"leave_timeout = {LEAVE_TIMEOUT}"
+
+    def setUp(self):
+        super().setUp()
+        self.drained = []
+
+    def tearDown(self):
+        for node in self.drained:
+            run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], check=False)
+        super().tearDown()
+
+    def grown(self, name, **kw):
+        a, wd = submit_trainer(name, gpus=4, max_gpus=6, gpu_type="a100", **kw)
+        self.jobs.append(a)
+        wait_until(lambda: gpus_of(a) == 6, 2 * EPOCH + 90, f"job {a} grown to 6 GPUs")
+        ext = extension_jobs(a)[0][0]
+        node = nodes_of(ext)
+        self.assertNotIn(node, ("", nodes_of(a)), f"extension {ext} on {node!r}, job {a} on {nodes_of(a)!r}")
+        return a, wd, ext, node
+
+    def drain(self, node):
+        run(["scontrol", "update", f"NodeName={node}", "State=DRAIN", "Reason=elastic-fault-test"])
+        self.drained.append(node)
+
+    def leaving_since(self, a):
+        wait_until(lambda: any(e["state"] == "leaving" for e in status().get(a, {}).get("extensions", [])),
+                   2 * EPOCH + 10, f"elasticd to tell job {a}'s extension to leave")
+        return time.time()
+
+    def test_drained_extension_node_empties_and_job_goes_on(self):
+        a, wd, ext, node = self.grown("drain", epochs=60)
+        drained = time.time()
+        self.drain(node)
+        wait_until(lambda: gpus_of(a) == 4 and all(st in TERMINAL_STATES for _, st, _, _ in extension_jobs(a)),
+                   2 * EPOCH + 60, "the extension to leave the drained node")
+        took = time.time() - drained
+        # Slurm sees the node drained (no job left on it), the job runs on at its base size.
+        wait_until(lambda: node_state(node) == "drained", 30, f"{node} drained")
+        self.assertEqual(job_state(a), "RUNNING")
+        out_path = os.path.join(wd, f"job-{a}.out")
+        self.assertRegex(read(out_path), r"shrink at step \d+: 6 -> 4 ranks")
+        self.assertEqual(wait_job(a, timeout=400), "COMPLETED")
+        self.assertRegex(read(out_path), r"elastic-train-logreg: done: \d+ steps")
+        print(f"job {a}: {node} drained {took:.1f} s after the drain began; job completed at 4 GPUs")
+
+    def test_hung_job_loses_extension_at_leave_timeout(self):
+        a, wd, ext, node = self.grown("hung", epochs=80, sbatch_lines="#SBATCH --open-mode=append",
+                                      env="ELASTIC_CHECKPOINT_INTERVAL_S=2", trainer_args="--resume")
+        out_path = os.path.join(wd, f"job-{a}.out")
+        checkpoint = os.path.join(wd, ".elastic", str(a), "checkpoint", "checkpoint.bin")
+        wait_until(lambda: "checkpoint at step" in read(out_path) and os.path.exists(checkpoint), 30,
+                   "a periodic checkpoint")
+        # Every rank of the job stops: no rescale point will ever be reached.
+        parents = wait_until(lambda: rank_pids(a), 10, f"the ranks of job {a}")
+        children = wait_until(lambda: rank_pids(ext), 10, f"the ranks of extension job {ext}")
+        for pid in parents + children:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            self.drain(node)
+            asked = self.leaving_since(a)
+            wait_until(lambda: job_state(ext) in TERMINAL_STATES, self.LEAVE_TIMEOUT + 2 * EPOCH + 30,
+                       f"extension job {ext} to end")
+            waited = time.time() - asked
+        finally:
+            for pid in parents:
+                try:
+                    os.kill(pid, signal.SIGCONT)
+                except ProcessLookupError:
+                    pass
+        # Ended by the deadline, not before it, and said so.
+        self.assertGreaterEqual(waited, self.LEAVE_TIMEOUT - 1)
+        self.assertLessEqual(waited, self.LEAVE_TIMEOUT + 2 * EPOCH + 10)
+        self.assertRegex(self.d.read_log(), rf"job {a}: group \d+ \(extension job {ext}\) was told to leave \d+ s ago")
+        db = sqlite3.connect(self.d.db)
+        actions = [r[0] for r in db.execute("SELECT action FROM audit WHERE job_id = ? ORDER BY id", (a,))]
+        db.close()
+        self.assertIn("leave_timeout", actions)
+        # The parent's ranks go on, find the world broken, exit 75; elasticd requeues the job, which
+        # resumes from its checkpoint on n1 (n2 stays drained) and completes.
+        wait_until(lambda: restarts(a) == 1 and job_state(a) == "RUNNING", CRED_EXPIRE_S + 3 * EPOCH + 60,
+                   "elasticd to requeue the job and Slurm to start it again")
+        wait_until(lambda: re.search(r"restored .*checkpoint\.bin at epoch \d+", read(out_path)), 60,
+                   "the restarted job to resume from its checkpoint")
+        self.assertEqual(wait_job(a, timeout=400), "COMPLETED")
+        self.assertEqual(read(out_path).count("elastic-train-logreg: done:"), 1)
+        print(f"job {a}: extension {ext} ended {waited:.1f} s after the leave was asked "
+              f"(leave_timeout {self.LEAVE_TIMEOUT} s); requeued once, completed")
 
 
 if __name__ == "__main__":

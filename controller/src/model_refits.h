@@ -1,7 +1,7 @@
 // Which jobs' step-time models are fitted in an epoch. A fit (NLopt, FitModel in job_model.h)
 // costs milliseconds, and elasticd is single-threaded: fitting every due job in one epoch would
 // stop its server for seconds at thousands of jobs (after a restart, every job measured at two
-// sizes is due). So each epoch fits due jobs, most urgent first, until scheduler.fit_budget_ms is
+// sizes whose fit had not been saved yet is due; a saved fit is restored with its job). So each epoch fits due jobs, most urgent first, until scheduler.fit_budget_ms is
 // spent, and every other job keeps its last fit (the prior if it has none) until its turn.
 //
 // Order: first the jobs that have no fit yet or ran at a size their fit has not seen (the plan

@@ -93,6 +93,11 @@ nlohmann::json ElasticJob::ToJson() const {
   if (efficiency) {
     j["efficiency"] = {efficiency->init_batch, efficiency->grad_sqr, efficiency->grad_var};
   }
+  if (fit) {  // the last successful fit, so that a restarted elasticd plans with it at once
+    j["fit"] = {{"params", {fit->alpha_c, fit->beta_c, fit->alpha_n, fit->beta_n, fit->alpha_r, fit->beta_r, fit->gamma}},
+                {"samples", fit_samples}, {"sizes", fit_sizes}, {"metrics", fit_metrics},
+                {"at", fit_at}, {"refit_at", refit_at}};
+  }
   return j;
 }
 
@@ -133,6 +138,17 @@ ElasticJob ElasticJob::FromJson(const nlohmann::json& j) {
   if (j.contains("efficiency")) {
     const auto& e = j["efficiency"];
     job.efficiency = optimizer::EfficiencyParams{e.at(0), e.at(1), e.at(2)};
+  }
+  if (j.contains("fit")) {
+    const auto& f = j["fit"];
+    const auto& p = f.at("params");
+    job.fit = optimizer::PolluxParams{p.at(0), p.at(1), p.at(2), p.at(3), p.at(4), p.at(5), p.at(6)};
+    job.fit_generation = 1;  // this process's first: the option table's cache starts empty
+    job.fit_samples = f.value("samples", size_t{0});
+    job.fit_sizes = f.value("sizes", size_t{0});
+    job.fit_metrics = f.value("metrics", int64_t{0});
+    job.fit_at = f.value("at", 0.0);
+    job.refit_at = f.value("refit_at", 0.0);
   }
   return job;
 }

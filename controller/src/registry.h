@@ -60,7 +60,8 @@ struct ElasticJob {
   std::vector<optimizer::StepSample> samples;  // recent step-time observations
   std::optional<optimizer::EfficiencyParams> efficiency;
   MetricsTrust trust;  // what the plausibility check of its metrics keeps (metrics_check.h)
-  // The step-time model fitted from `samples` (not persisted: refitted after a restart). Fitting
+  // The step-time model fitted from `samples` (persisted with the job record at its next save, so
+  // that a restarted elasticd plans with it at once and refits only what FitDue says). Fitting
   // is the costly part of an epoch: model_refits.h chooses the jobs fitted in each epoch, within
   // scheduler.fit_budget_ms; the others keep their last fit (or the prior) until their turn.
   // A fit is due when the job ran at a new size, has twice the samples it was fitted on, or its

@@ -200,5 +200,32 @@ TEST(ModelRefitsTest, NothingIsRefittedWithoutNewMetrics) {
   EXPECT_EQ(rep.fitted, 1);
 }
 
+TEST(ModelRefitsTest, AFitSavedWithItsJobNeedsNoRefitAfterARestart) {
+  // elasticd restarts: its jobs come back from the state database (ElasticJob::FromJson of what
+  // SaveJob wrote). Their fits come back with them: nothing is due, and the option tables are the
+  // fitted ones, not the prior's.
+  Registry before = ManyJobs(50);
+  RefitModels(before, 1e9, kNow);
+  Registry after;
+  for (const auto& [id, job] : before.jobs) after.jobs[id] = ElasticJob::FromJson(job.ToJson());
+  for (const auto& [id, job] : after.jobs) {
+    const ElasticJob& old = before.jobs.at(id);
+    ASSERT_TRUE(job.fit.has_value()) << "job " << id;
+    EXPECT_EQ(job.fit->alpha_c, old.fit->alpha_c);
+    EXPECT_EQ(job.fit->beta_n, old.fit->beta_n);
+    EXPECT_EQ(job.fit->gamma, old.fit->gamma);
+    EXPECT_EQ(job.refit_at, old.refit_at);
+    EXPECT_EQ(FitDue(job, kNow + kEpochS), FitNeed::kNone) << "job " << id;
+    const auto restored = JobOptions(job, 4, 4), fitted = JobOptions(old, 4, 4);
+    ASSERT_EQ(restored.size(), fitted.size());
+    for (size_t i = 0; i < fitted.size(); ++i) EXPECT_DOUBLE_EQ(restored[i].utility, fitted[i].utility);
+  }
+  EXPECT_EQ(RefitModels(after, 1e9, kNow + kEpochS).due, 0);
+  // Without the saved fit (a record written before its first fit) the job is due at once.
+  nlohmann::json bare = before.jobs.begin()->second.ToJson();
+  bare.erase("fit");
+  EXPECT_EQ(FitDue(ElasticJob::FromJson(bare), kNow + kEpochS), FitNeed::kNewSize);
+}
+
 }  // namespace
 }  // namespace elastic::controller

@@ -9,7 +9,7 @@ throughout, as in the elastic job, which has no --elastic-batch, so elasticd nev
 1. the elastic job's own record (ELASTIC_SAMPLE_LOG: every rank's lines "<epoch> <step> <world
    size> <sample ids>...") shows a world larger than 2 and, after it, the world of 2 again;
 2. every sample of every epoch was trained on exactly once, in both runs;
-3. both ran the same number of steps, and the final loss of the whole data set agrees within
+3. both ran the same steps with the same global batches, and the final loss of the whole data set agrees within
    LOSS_TOLERANCE (relative);
 4. both jobs completed, the elastic one through the grow and the shrink without a restart.
 """
@@ -39,14 +39,16 @@ TRAIN_ARGS = f"--samples {SAMPLES} --batch-size {BATCH} --hidden 256 --save-ever
 # for a grow and a shrink and faster at 6 ranks than at 2 (what elasticd measures). The fixed-size
 # run needs no such pace: the waits change no number.
 PACE = "--compute-us-per-sample 1500"
-# Why this tolerance: the two runs make the same steps over the same samples with the same
+# Why this tolerance: the two runs make the same 1024 steps over the same samples with the same
 # learning rates; only the order of float32 additions differs (a world of 6 splits a step's 64
-# samples into other slices than a world of 2, and the DDP hook weights each rank by its share,
-# so the mean is the same mean). That is a few 1e-7 relative per step, carried through the
-# steps by SGD with momentum. A lost or repeated step, a newcomer's stale state or a wrong
-# learning rate moves the final loss by orders of magnitude more (see LOSS_TOLERANCE's note in
-# docs/user-guide.md and the measured figures printed below).
-LOSS_TOLERANCE = 1e-3
+# samples into other slices than a world of 2, and the DDP hook weights each rank by its share, so
+# the mean is the same mean): a few 1e-7 relative per step, which SGD carries but does not blow
+# up. The script prints the loss to 6 decimals (about 2e-6 relative at 0.21). Measured: equal to
+# the printed digit. The tolerance, 1e-4, is well above that and well below what a real fault
+# moves (measured with the same script at a fixed 2 ranks: the last epoch's 64 steps lost 4.4e-3,
+# the learning rate 1% off 6.3e-3, a global batch of 62 instead of 64 2.1e-2); a newcomer with
+# stale state makes the ranks' models differ, which DDP does not repair.
+LOSS_TOLERANCE = 1e-4
 
 
 def install_python_files():
@@ -81,6 +83,14 @@ def sample_log(directory):
                 epoch, step, size, *ids = map(int, line.split())
                 rows.append((os.path.basename(path), epoch, step, size, ids))
     return rows
+
+
+def step_batches(rows):
+    """The global batch of every step: the samples of all ranks, in step order."""
+    per_step = collections.Counter()
+    for _, _, step, _, ids in rows:
+        per_step[step] += len(ids)
+    return [per_step[step] for step in sorted(per_step)]
 
 
 def final_loss(out):
@@ -154,10 +164,10 @@ class PyTorchDdpElasticSlurmTest(ElasticdTestCase):
             self.assertEqual(repeated, [], f"{name} run: {len(repeated)} pairs trained on more than once")
         processes = len({p for p, *_ in rows})
         self.assertGreater(processes, 2, "no newcomer trained")
-        # 3. The same steps; the final loss of the fixed-size run.
-        steps = len({step for _, _, step, _, _ in rows})
-        steps_ref = len({step for _, _, step, _, _ in rows_ref})
-        self.assertEqual(steps, steps_ref)
+        # 3. The same steps with the same global batches; the final loss of the fixed-size run.
+        batches, batches_ref = step_batches(rows), step_batches(rows_ref)
+        self.assertEqual(batches, batches_ref, "the global batch schedules differ")
+        steps = len(batches)
         loss, loss_ref = final_loss(out), final_loss(out_ref)
         self.assertIsNotNone(loss, out[-2000:])
         self.assertIsNotNone(loss_ref, out_ref[-2000:])

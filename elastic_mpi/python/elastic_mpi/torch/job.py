@@ -330,9 +330,9 @@ def _open_sample_log():
     directory = os.environ.get("ELASTIC_SAMPLE_LOG")
     if not directory:
         return None
-    os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, f"samples.{socket.gethostname()}.{os.getpid()}")
     try:
+        os.makedirs(directory, exist_ok=True)
         return open(path, "a", buffering=1)
     except OSError as e:
         raise RuntimeError(f"elastic_mpi.torch: ELASTIC_SAMPLE_LOG: cannot write {path} ({e}); set it to a "

@@ -54,6 +54,9 @@ void BindOptions(py::module_& m) {
       .def_readwrite("local_batch", &SessionOptions::local_batch,
                      "initial per-rank batch; with global_batch 0 the initial global batch is local_batch x the "
                      "initial world size")
+      .def_readwrite("defer_batch", &SessionOptions::defer_batch,
+                     "neither global_batch nor local_batch yet: Session.set_initial_local_batch(n) gives it before "
+                     "the first rescale point")
       .def_readwrite("base_global_batch", &SessionOptions::base_global_batch)
       .def_property(
           "batch_min", [](const SessionOptions& o) { return OptionalU64(o.batch_min); },

@@ -57,9 +57,10 @@ std::unique_ptr<PySession> MakeSession(std::optional<std::uint64_t> global_batch
     holder.attr(key.c_str()) = item.second;
   }
   opts = holder.cast<SessionOptions>();
-  if (opts.global_batch == 0 && opts.local_batch == 0) {
+  if (opts.global_batch == 0 && opts.local_batch == 0 && !opts.defer_batch) {
     Invalid("global_batch must be > 0 (the program's initial global batch), or local_batch (its initial per-rank "
-            "batch: the global batch is then local_batch x the initial world size)");
+            "batch: the global batch is then local_batch x the initial world size), or defer_batch=True and "
+            "set_initial_local_batch(n) before the first rescale point");
   }
   EnsureMpi();
   std::unique_ptr<Session> session;
@@ -177,6 +178,13 @@ PySessionClass BindSession(py::module_& m) {
           },
           "Collective, at every step boundary: applies a pending change; True when the world or the batch "
           "changed. Then check should_stop.")
+      .def(
+          "set_initial_local_batch",
+          [](PySession& s, std::uint64_t local_batch) { Check(s.get().SetInitialLocalBatch(local_batch)); },
+          py::arg("local_batch"),
+          "The initial batch of a session created with defer_batch=True and no batch: the global batch becomes "
+          "local_batch x the world size. On every rank of the base job with the same value, before the first "
+          "rescale_point(); a session that has its batch (a newcomer has the running world's) keeps it.")
       .def_property_readonly("left", [](PySession& s) { return s.get().left(); })
       .def_property_readonly("should_stop", [](PySession& s) { return s.get().should_stop(); })
       .def_property_readonly("newcomer", [](PySession& s) { return s.get().newcomer(); })

@@ -47,9 +47,10 @@ double Session::Impl::LrFactorAt(std::uint64_t b) const {
 Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Result<std::unique_ptr<Session>> Session::Create(SessionOptions options, int* argc, char*** argv) {
-  if (options.global_batch == 0 && options.local_batch == 0) {
+  if (options.global_batch == 0 && options.local_batch == 0 && !options.defer_batch) {
     return Status(ErrorKind::kInvalidArgument,
-                  "SessionOptions.global_batch (or local_batch, the per-rank batch) must be > 0");
+                  "SessionOptions.global_batch (or local_batch, the per-rank batch) must be > 0, or defer_batch "
+                  "set and the batch given with SetInitialLocalBatch() before the first rescale point");
   }
   auto impl = std::make_unique<Impl>(std::move(options));
   Impl& s = *impl;
@@ -203,9 +204,23 @@ Status Session::Begin() {
   return s.AfterWorldChange(s.groups.back().size);
 }
 
+Status Session::SetInitialLocalBatch(std::uint64_t local_batch) {
+  Impl& s = *impl_;
+  if (local_batch == 0) return Status(ErrorKind::kInvalidArgument, "SetInitialLocalBatch: the batch must be > 0");
+  if (s.global_batch != 0) return Status();
+  s.global_batch = local_batch * static_cast<std::uint64_t>(s.size);
+  s.base_batch = s.options.base_global_batch != 0 ? s.options.base_global_batch : s.global_batch;
+  return Status();
+}
+
 Result<bool> Session::RescalePoint() {
   Impl& s = *impl_;
   if (!s.begun) return Status(ErrorKind::kInvalidArgument, "RescalePoint() before Begin()");
+  if (s.global_batch == 0) {
+    return Status(ErrorKind::kInvalidArgument,
+                  "RescalePoint() without a global batch: the session was created with defer_batch; call "
+                  "SetInitialLocalBatch(per-rank batch) before the first rescale point");
+  }
   if (s.left || s.stop) return true;
   if (s.joined_at_point) {
     s.joined_at_point = false;

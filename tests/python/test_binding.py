@@ -364,6 +364,24 @@ class SessionTest(unittest.TestCase):
             session()
         self.assertIn("local_batch", str(ctx.exception))
 
+    def test_deferred_batch(self):
+        # defer_batch: no batch at creation; set_initial_local_batch gives it before the first
+        # rescale point (local_batch x the world size, 1 here), once.
+        s = session(defer_batch=True, lr_rule="linear")
+        s.begin()
+        self.assertEqual(s.global_batch, 0)
+        with self.assertRaises(em.InvalidArgumentError) as ctx:
+            s.rescale_point()
+        self.assertIn("SetInitialLocalBatch", str(ctx.exception))
+        with self.assertRaises(em.InvalidArgumentError):
+            s.set_initial_local_batch(0)
+        s.set_initial_local_batch(24)
+        s.set_initial_local_batch(5)  # it has its batch: kept
+        self.assertEqual((s.global_batch, s.local_batch), (24, 24))
+        self.assertFalse(s.rescale_point())
+        self.assertEqual(s.lr_factor, 1.0)  # the rule's base is the batch given
+        s.close()
+
     def test_batch_schedule_single_rank(self):
         # A standalone schedule that only changes the batch: rescale points report it and the
         # learning-rate factor follows the rule.

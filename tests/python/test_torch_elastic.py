@@ -1,12 +1,15 @@
 """Unit tests of elastic_mpi.torch in one process (an MPI singleton, standalone, a gloo group of
 one): the sampler's plan across world sizes and batches, the learning-rate rule on optimizers and
-schedulers, a job through a batch change, its state_dict and the errors that say what to write
-instead. Run by ctest (python.torch_elastic) with the package's build folder on PYTHONPATH.
+schedulers, a job through a batch change, its state_dict, torch's own calls through
+elastic_mpi.torch.distributed (the batch size from the DataLoader, the sample log) and the errors
+that say what to write instead. Run by ctest (python.torch_elastic) with the package's build folder on PYTHONPATH.
 The multi-rank paths (grow, shrink, hand-over) are python.torch_ddp_rescale's."""
 
 import collections
 import io
+import glob
 import os
+import tempfile
 import unittest
 
 import numpy as np
@@ -315,6 +318,47 @@ class JobTest(unittest.TestCase):
         finally:
             restore(saved)
 
+    def test_torch_calls_through_the_distributed_module(self):
+        # A DDP script's own calls with `import elastic_mpi.torch.distributed as dist`: torch's
+        # init_process_group("gloo") without a batch size (the DataLoader's decides in elastic()),
+        # torch's names for the rest, destroy_process_group() ending the job; every step's samples
+        # in the ELASTIC_SAMPLE_LOG file.
+        import elastic_mpi.torch.distributed as dist
+        with tempfile.TemporaryDirectory() as logdir:
+            saved = environment(ELASTIC_SAMPLE_LOG=logdir)
+            try:
+                dist.init_process_group("gloo")
+                self.assertEqual((dist.get_rank(), dist.get_world_size(), dist.get_backend()), (0, 1, "gloo"))
+                self.assertIs(dist.all_reduce, torch.distributed.all_reduce)
+                self.assertIs(dist.ReduceOp, torch.distributed.ReduceOp)
+                self.assertEqual(elastic.session().global_batch, 0)  # not known yet
+                dataset = TensorDataset(torch.randn(10, 3), torch.zeros(10, dtype=torch.long), torch.arange(10))
+                loader = DataLoader(dataset, batch_size=4,
+                                    sampler=torch.utils.data.distributed.DistributedSampler(dataset, shuffle=False))
+                model = nn.Linear(3, 2)
+                optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+                ddp = elastic.DistributedDataParallel(model)
+                job = elastic.elastic(ddp, optimizer, loader)
+                self.assertEqual((job.global_batch, job.session.lr_factor), (4, 1.0))
+                for epoch in job.epochs(2):
+                    for x, y, ids in job.batches():
+                        optimizer.zero_grad()
+                        nn.functional.cross_entropy(ddp(x), y).backward()
+                        optimizer.step()
+                self.assertIsNotNone(ddp.ddp)
+                dist.destroy_process_group()
+                self.assertFalse(torch.distributed.is_initialized())
+                self.assertIsNone(elastic.session())
+                self.assertIsNone(ddp.ddp)  # no torch DDP outlives its group
+                files = glob.glob(os.path.join(logdir, "samples.*"))
+                self.assertEqual(len(files), 1)
+                with open(files[0]) as f:
+                    lines = f.read().splitlines()
+                self.assertEqual(lines, ["0 0 1 0 1 2 3", "0 1 1 4 5 6 7", "0 2 1 8 9",
+                                         "1 3 1 0 1 2 3", "1 4 1 4 5 6 7", "1 5 1 8 9"])
+            finally:
+                restore(saved)
+
     def test_errors_say_what_to_write(self):
         saved = environment()
         try:
@@ -340,9 +384,12 @@ class JobTest(unittest.TestCase):
             with self.assertRaises(TypeError):
                 elastic.DistributedDataParallel(model, process_group=None)
             elastic.close()
+            # No batch size in init_process_group nor in the DataLoader: elastic() says where to give one.
+            elastic.init_process_group("gloo")
             with self.assertRaises(ValueError) as ctx:
-                elastic.init_process_group("gloo")
-            self.assertIn("batch_size", str(ctx.exception))
+                elastic.elastic(model, optimizer, unsized, scheduler)
+            self.assertIn("batch_size=B", str(ctx.exception))
+            elastic.close()
             with self.assertRaises(ValueError) as ctx:
                 elastic.init_process_group("mpi", batch_size=2)
             self.assertIn("gloo", str(ctx.exception))

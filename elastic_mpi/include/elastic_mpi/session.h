@@ -80,6 +80,10 @@ struct SessionOptions {
   // Create() sets the initial global batch to local_batch x the initial world size (all node
   // groups; a newcomer takes the running world's batch instead). One of the two must be > 0.
   std::uint64_t local_batch = 0;
+  // Or neither yet (both 0): the program gives its per-rank batch later, with
+  // SetInitialLocalBatch() before the first RescalePoint() (a torch script whose DataLoader is
+  // made after the process group).
+  bool defer_batch = false;
   std::uint64_t base_global_batch = 0;  // B0 of the learning-rate rule (0: the initial batch)
   std::optional<std::uint64_t> batch_min, batch_max;  // clamp for every batch change
   LrRule lr_rule = LrRule::kNone;
@@ -177,6 +181,13 @@ class Session {
   // names and sizes must match rank 0's, else kInternal), every rank binds to its cores and
   // creates the collective backend. Call once, after registering state.
   Status Begin();
+
+  // The initial batch of a session created with defer_batch and no batch: the global batch
+  // becomes local_batch x the world size (and B0 of the learning-rate rule, unless
+  // base_global_batch is set). Local; call it on every rank of the base job with the same value,
+  // before the first RescalePoint(). A session that has its batch (given at creation, set
+  // before, or a newcomer's: the running world's) keeps it.
+  Status SetInitialLocalBatch(std::uint64_t local_batch);
 
   // Collective; call at every step boundary. Applies at most one pending change (grow, join,
   // shrink, batch) and returns true when the world or the batch changed. A failed grow returns

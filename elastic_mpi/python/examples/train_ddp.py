@@ -1,4 +1,5 @@
-"""Data-parallel training with DistributedDataParallel, as PyTorch's own DDP tutorials teach it.
+"""Data-parallel training with DistributedDataParallel, as PyTorch's own DDP tutorials teach it:
+train_ddp.py, and train_ddp_elastic.py beside it, the same script made elastic.
 
 The structure follows PyTorch's DDP tutorial series ("Distributed Data Parallel in PyTorch",
 pytorch/examples distributed/ddp-tutorial-series, its torchrun and multi-node steps): `ddp_setup()`
@@ -7,11 +8,20 @@ set, model, optimizer and learning-rate scheduler, `prepare_dataloader()` shards
 DistributedSampler, and a `Trainer` wraps the model in DDP, runs epochs, saves a snapshot every few
 epochs and resumes from it when the job is started again. Written for this project, not copied.
 
-Nothing in it knows the cluster: it reads RANK, LOCAL_RANK and WORLD_SIZE (and torch reads
-MASTER_ADDR and MASTER_PORT) as torchrun sets them, so the same file runs under
+train_ddp.py knows nothing of the cluster: it reads RANK, LOCAL_RANK and WORLD_SIZE (and torch
+reads MASTER_ADDR and MASTER_PORT) as torchrun sets them, so the same file runs, rigid, under
 
     torchrun --nproc-per-node=2 train_ddp.py --epochs 6
     srun --ntasks-per-node=1 elastic-launch -- /usr/bin/python3 train_ddp.py --epochs 6
+
+train_ddp_elastic.py differs from it in a few lines (`diff train_ddp.py train_ddp_elastic.py`; the
+test python.ddp_port_diff holds them to 10): torch.distributed and DistributedDataParallel come
+from elastic_mpi.torch, elastic() makes the job once the model is wrapped, and the two loops take
+the job's epochs and batches. Submitted with --elastic-gpus (jobscripts/pytorch_ddp_elastic.sbatch)
+it grows and shrinks between steps without a restart: newcomers receive the model, optimizer and
+scheduler from rank 0, every sample of an epoch is trained on once across the changes, and the
+learning rate follows --elastic-lr-scaling (docs/user-guide.md, "Making a DistributedDataParallel
+script elastic").
 
 On CPU it trains over gloo; where a GPU is visible, over NCCL on the GPU of its LOCAL_RANK.
 The data set is generated (the same on every rank; nothing is downloaded): points around one
@@ -21,6 +31,7 @@ centre per class, classified by a small MLP with SGD and momentum, the learning 
 
 import argparse
 import os
+import time
 
 import torch
 import torch.distributed as dist
@@ -41,7 +52,7 @@ def ddp_setup():
 
 
 class Trainer:
-    def __init__(self, model, train_data, optimizer, scheduler, save_every, snapshot_path):
+    def __init__(self, model, train_data, optimizer, scheduler, save_every, snapshot_path, compute_us_per_sample=0):
         self.local_rank = int(os.environ["LOCAL_RANK"])
         self.global_rank = int(os.environ["RANK"])
         if torch.cuda.is_available():
@@ -54,6 +65,7 @@ class Trainer:
         self.scheduler = scheduler
         self.save_every = save_every
         self.snapshot_path = snapshot_path
+        self.compute_s_per_sample = compute_us_per_sample * 1e-6
         self.epochs_run = 0
         if os.path.exists(snapshot_path):
             self._load_snapshot(snapshot_path)
@@ -73,6 +85,8 @@ class Trainer:
         output = self.model(source)
         loss = F.cross_entropy(output, targets)
         loss.backward()
+        if self.compute_s_per_sample:  # a bigger model's time on a GPU for this batch
+            time.sleep(self.compute_s_per_sample * len(source))
         self.optimizer.step()
         return loss.item()
 
@@ -153,7 +167,8 @@ def prepare_dataloader(dataset, batch_size):
 def run(args):
     dataset, model, optimizer, scheduler = load_train_objs(args)
     train_data = prepare_dataloader(dataset, args.batch_size)
-    trainer = Trainer(model, train_data, optimizer, scheduler, args.save_every, args.snapshot_path)
+    trainer = Trainer(model, train_data, optimizer, scheduler, args.save_every, args.snapshot_path,
+                      args.compute_us_per_sample)
     trainer.train(args.epochs)
     trainer.evaluate(dataset)
 
@@ -181,4 +196,7 @@ if __name__ == "__main__":
     parser.add_argument("--hidden", type=int, default=64)
     parser.add_argument("--classes", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--compute-us-per-sample", type=float, default=0,
+                        help="also wait this long per sample of a step: the time a bigger model would take on a "
+                        "GPU (the local test cluster's GPUs are not real)")
     main(parser.parse_args())

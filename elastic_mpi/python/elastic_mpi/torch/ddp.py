@@ -98,6 +98,10 @@ class DistributedDataParallel(nn.Module):
         ddp.train(self.training)
         object.__setattr__(self, "_ddp", ddp)
 
+    def release(self):
+        """Drops the torch DDP of the current world (before its process group is destroyed)."""
+        object.__setattr__(self, "_ddp", None)
+
     def _current(self):
         if self._ddp is None:
             raise RuntimeError("elastic_mpi.torch.DistributedDataParallel is used before elastic_mpi.torch.elastic"

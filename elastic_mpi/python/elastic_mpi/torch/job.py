@@ -22,8 +22,14 @@ are: at the top of the epoch they are in, whose next step is theirs.
 
 A step counts as done when the script asks for the next batch or leaves the loop: the sampler's
 position moves past the step's samples then, never when the DataLoader reads ahead.
+
+With ELASTIC_SAMPLE_LOG set to a directory, every process appends one line per step done to
+DIR/samples.<host>.<pid>: "<epoch> <job step> <world size> <sample id>..." (the data set indices
+of its slice; none for a weight-zero filler), an audit trail of what each rank trained on.
 """
 
+import os
+import socket
 import sys
 import time
 
@@ -59,6 +65,8 @@ class Job:
         self._step = None             # (start time, global count, local count, grad scale) of the step
         self._done = None             # (seconds, global count, local count, grad scale) of the last one
         self._closed = False
+        self._step_ids = None         # (epoch, world size, indices) of the current step, for the log
+        self._sample_log = _open_sample_log()
         model.hook_state.observe = bool(observe_gradients)
         joined = world.joined_pending
         if joined:
@@ -213,6 +221,11 @@ class Job:
         if not self._closed:
             self._closed = True
             self._iterator = None
+            # No torch DDP may outlive its process group (with gloo, torch 1.13 can hang at exit).
+            self.model.release()
+            if self._sample_log is not None:
+                self._sample_log.close()
+                self._sample_log = None
             world_mod.close()
 
     def __enter__(self):
@@ -285,7 +298,9 @@ class Job:
             self._iterator = None  # its workers end with it
             self._iterator = iter(self.loader)
         batch = next(self._iterator)
-        _, local, count = s.plan(*here)
+        indices, local, count = s.plan(*here)
+        if self._sample_log is not None:
+            self._step_ids = (s.epoch, self.world_size, indices if local > 0 else [])
         self.model.hook_state.weight = local / count
         scale = 1.0
         if self.model.hook_state.observe and self.scaler is not None and self.scaler.is_enabled():
@@ -298,6 +313,9 @@ class Job:
             return
         start, count, local, scale = self._step
         self._step = None
+        if self._sample_log is not None:
+            epoch, size, indices = self._step_ids
+            self._sample_log.write(f"{epoch} {self.step} {size}" + "".join(f" {int(i)}" for i in indices) + "\n")
         self.sampler.advance(count)
         self.step += 1
         self._done = (time.perf_counter() - start, count, local, scale)
@@ -305,6 +323,30 @@ class Job:
         if s.position == 0:
             self._iterator = None  # the epoch is over: its iterator is spent
         self._iterator_next = (s.epoch, s.position, self.rank, self.world_size, self.global_batch)
+
+
+def _open_sample_log():
+    """This process's file of ELASTIC_SAMPLE_LOG (line-buffered, appended to), or None."""
+    directory = os.environ.get("ELASTIC_SAMPLE_LOG")
+    if not directory:
+        return None
+    path = os.path.join(directory, f"samples.{socket.gethostname()}.{os.getpid()}")
+    try:
+        os.makedirs(directory, exist_ok=True)
+        return open(path, "a", buffering=1)
+    except OSError as e:
+        raise RuntimeError(f"elastic_mpi.torch: ELASTIC_SAMPLE_LOG: cannot write {path} ({e}); set it to a "
+                           f"directory every rank can write, or unset it") from e
+
+
+def _loader_batch(loader):
+    """The per-rank batch of the job's DataLoader (its ElasticSampler's, else the loader's)."""
+    elastic_sampler = sampler_mod.install(loader)
+    batch = elastic_sampler.batch_size or loader.batch_size
+    if not batch:
+        raise ValueError("elastic(): no batch size: give ElasticSampler(dataset, batch_size=B), or call "
+                         "elastic_mpi.torch.init_process_group(batch_size=B) first")
+    return int(batch)
 
 
 def elastic(model, optimizer, loader, scheduler=None, *, scaler=None, extras=None, observe_gradients=True,
@@ -323,7 +365,8 @@ def elastic(model, optimizer, loader, scheduler=None, *, scaler=None, extras=Non
     DDP hook.
 
     Without init_process_group() before, it is called here (batch_size: the sampler's, else the
-    loader's; backend: "nccl" for a model on CUDA, else "gloo").
+    loader's; backend: "nccl" for a model on CUDA, else "gloo"); after an init_process_group()
+    without a batch size, the initial global batch is that batch size x the initial world size.
     """
     if extras is None:
         extras = {}
@@ -343,15 +386,15 @@ def elastic(model, optimizer, loader, scheduler=None, *, scaler=None, extras=Non
             ddp_options["device_ids"] = [params[0].device.index]
         proxy = DistributedDataParallel(model, **ddp_options)
     if world_mod.current() is None:
-        elastic_sampler = sampler_mod.install(loader)
-        batch = elastic_sampler.batch_size or loader.batch_size
-        if not batch:
-            raise ValueError("elastic(): no batch size: give ElasticSampler(dataset, batch_size=B), or call "
-                             "elastic_mpi.torch.init_process_group(batch_size=B) first")
+        batch = _loader_batch(loader)
         on_cuda = any(p.device.type == "cuda" for p in proxy.module.parameters())
         world_mod.init_process_group("nccl" if on_cuda else "gloo", batch_size=batch)
     world = world_mod.current()
     if world.job is not None:
         raise RuntimeError("elastic_mpi.torch.elastic() was already called in this process")
+    if world.session.global_batch == 0:
+        # init_process_group() had no batch size: the DataLoader's, over the initial world (on
+        # every rank of the base job alike; a newcomer has the running world's batch).
+        world.session.set_initial_local_batch(_loader_batch(loader))
     world.job = Job(world, proxy, optimizer, loader, scheduler, scaler, extras, observe_gradients)
     return world.job

@@ -114,7 +114,8 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
     elastic_mpi.Session; the session's own collectives use MPI) and the torch.distributed default
     process group of its world: "gloo" or "nccl" (default: "nccl" where torch has CUDA, else
     "gloo"). The initial global batch is batch_size (the per-rank batch of the DataLoader) times
-    the initial world size, or global_batch. torchrun's RANK, WORLD_SIZE, MASTER_ADDR and
+    the initial world size, or global_batch; without either (torch's own call), elastic() takes
+    the per-rank batch from the DataLoader it is given. torchrun's RANK, WORLD_SIZE, MASTER_ADDR and
     MASTER_PORT (and LOCAL_RANK, LOCAL_WORLD_SIZE from the launch when unset) are exported and
     follow every rescale.
 
@@ -129,9 +130,6 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
     if dist.is_initialized():
         raise RuntimeError("a torch.distributed process group exists already: call elastic_mpi.torch."
                            "init_process_group() instead of torch.distributed.init_process_group(), not after it")
-    if batch_size is None and global_batch is None:
-        raise ValueError("elastic_mpi.torch.init_process_group: give batch_size (the per-rank batch of your "
-                         "DataLoader; the global batch is batch_size x the initial world size) or global_batch")
     if timeout is None:
         timeout = datetime.timedelta(seconds=300)
     elif not isinstance(timeout, datetime.timedelta):
@@ -143,8 +141,10 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
         raise ValueError("elastic_mpi.torch: backend 'nccl' needs torch with CUDA and NCCL and a GPU; "
                          "use 'gloo' for CPU training")
     session_options.setdefault("backend", "mpi")
-    if global_batch is None:
+    if global_batch is None and batch_size is not None:
         session_options["local_batch"] = int(batch_size)
+    elif global_batch is None:
+        session_options["defer_batch"] = True  # elastic() gives the DataLoader's batch size
     session = em.Session(global_batch=global_batch, **session_options)
     _world = World(session, backend, timeout, store_host)
     session.begin()

@@ -149,7 +149,9 @@ Status SetOption(ElasticSpec& spec, OptionId id, const char* value) {
       return Store(spec.model, std::string(v), id, [](const std::string& s) { return s; });
     }
     case OptionId::kNoElastic:
-      if (!v.empty()) return Bad(Flag(id) + " takes no value");
+      // A flag. sbatch hands its options on to the job's sruns through the environment, where
+      // Slurm writes a flag's absent value as the text "(null)"; srun gives that back to us.
+      if (!v.empty() && v != "(null)") return Bad(Flag(id) + " takes no value");
       spec.no_elastic = true;
       return Status::Ok();
     case OptionId::kExtension: {

@@ -171,6 +171,8 @@ TEST(ValidateTest, ChecksAcrossOptionsAndSiteLimits) {
       // --no-elastic turns everything off, whatever else is given
       {{{OptionId::kGpus, "2:64"}, {OptionId::kNoElastic, nullptr}}, nullptr},
       {{{OptionId::kBatch, "1:2"}, {OptionId::kNoElastic, nullptr}}, nullptr},
+      // as srun inside the batch job sees it: the flag's absent value as Slurm writes it
+      {{{OptionId::kGpus, "2:8"}, {OptionId::kNoElastic, "(null)"}}, nullptr},
   };
   for (const auto& c : cases) {
     ElasticSpec spec;

@@ -240,6 +240,15 @@ class SpankPluginTest(ClusterTestCase):
         steps = re.findall(r"^\d+: step (n\d) 4$", read(os.path.join(wd, "out.txt")), re.M)
         self.assertEqual(len(set(steps)), 2)
 
+    def test_srun_inside_a_no_elastic_job_works(self):
+        # sbatch passes --no-elastic on to the job's sruns through the environment: each srun
+        # must accept it as the flag it is.
+        wd = job_workdir("no-elastic-steps")
+        job, _ = sbatch(["--no-elastic", "--elastic-gpus=2:8", "--gres=gpu:2", "-o", "out.txt"],
+                        wrap='srun -n1 bash -c "echo step ok \${ELASTIC_GPUS_MIN:-rigid}"', workdir=wd)
+        self.assertEqual(wait_job(job), "COMPLETED", read(os.path.join(wd, "out.txt")))
+        self.assertIn("step ok rigid", read(os.path.join(wd, "out.txt")))
+
     def test_bad_plugstack_argument_keeps_the_plugin_from_loading(self):
         # A private copy of slurm.conf whose PlugStackConfig names a broken plugin line; only the
         # sbatch of this test reads it.

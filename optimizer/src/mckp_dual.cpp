@@ -318,14 +318,16 @@ std::vector<double> StartingPoint(const Dual& dual, const std::vector<double>& s
 // coarse staircase), and a step moves no multiplier by more than `radius` times its scale.
 // A step is taken only when it lowers L. Counts the steps taken in `steps`; true when the
 // last one gained < 1e-7 of sum_t lambda_t C_t: the multipliers are at the staircase's
-// resolution. False when no step lowers L (a kink) or at the budget.
+// resolution. False when no step lowers L (a kink) or at the budget, which is looked at only
+// after `min_iterations` iterations.
 bool NewtonSteps(Dual& dual, std::vector<double>& lambda, double& value, std::vector<double>& h,
-                 const std::vector<double>& scale, double budget_ms, Clock::time_point start, int& steps) {
+                 const std::vector<double>& scale, int min_iterations, double budget_ms, Clock::time_point start,
+                 int& steps) {
   const size_t T = dual.types();
   std::vector<double> demand(T), shifted, jac, rhs, trial(T), trial_demand(T);
   std::vector<size_t> free;
   double radius = 0.5;
-  for (int iter = 0; iter < 40 && MsSince(start) < budget_ms; ++iter) {
+  for (int iter = 0; iter < 40 && (iter < min_iterations || MsSince(start) < budget_ms); ++iter) {
     for (int widen = 0;; ++widen) {
       dual.EvalShifted(lambda, h, demand, shifted);
       bool flat = false;
@@ -407,7 +409,11 @@ DualSolution MinimiseDual(const MckpProblem& p, double budget_ms, Clock::time_po
 
   // 1. A start: from the scalar bisection, and on a large instance then Newton steps on a
   //    sample of about kSampleJobs jobs (passes over the whole cost 1 / stride as much).
+  //    The first kMinIterations Newton iterations (on the sample, and on the whole) run even
+  //    past the budget: bounded work (about 4 passes over the items each) without which the
+  //    multipliers of a machine short of CPU could be far from the minimum.
   constexpr size_t kSampleJobs = 8192;
+  constexpr int kMinIterations = 4;
   std::vector<double> lambda;
   if (dual.jobs() >= 4 * kSampleJobs) {
     Dual sample(p, dual.jobs() / kSampleJobs);
@@ -415,7 +421,7 @@ DualSolution MinimiseDual(const MckpProblem& p, double budget_ms, Clock::time_po
     for (size_t t = 0; t < T; ++t) h[t] = 1e-3 * std::max(lambda[t], scale[t]);
     double sample_value = sample.Eval(lambda, demand);
     int sample_steps = 0;
-    NewtonSteps(sample, lambda, sample_value, h, scale, budget_ms, start, sample_steps);
+    NewtonSteps(sample, lambda, sample_value, h, scale, kMinIterations, budget_ms, start, sample_steps);
   } else {
     lambda = StartingPoint(dual, scale);
   }
@@ -426,9 +432,10 @@ DualSolution MinimiseDual(const MckpProblem& p, double budget_ms, Clock::time_po
   // 2. Newton steps until they converge; where they stall instead (a kink of L), a round of
   //    coordinate descent (exact 1-D steps, kept only when they lower L) and Newton again,
   //    until a cycle gains < 2e-5 of sum_t lambda_t C_t or the budget is spent.
-  for (int cycle = 0; cycle < 30 && MsSince(start) < budget_ms; ++cycle) {
+  for (int cycle = 0; cycle < 30 && (cycle == 0 || MsSince(start) < budget_ms); ++cycle) {
     const double before = value;
-    const bool converged = NewtonSteps(dual, lambda, value, h, scale, budget_ms, start, out.newton_steps);
+    const bool converged =
+        NewtonSteps(dual, lambda, value, h, scale, cycle == 0 ? kMinIterations : 0, budget_ms, start, out.newton_steps);
     keep_if_lower(lambda, value);
     if (converged) break;
     for (size_t t = 0; t < T && MsSince(start) < budget_ms; ++t) {

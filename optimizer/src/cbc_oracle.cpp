@@ -11,8 +11,9 @@ namespace elastic::optimizer {
 
 namespace {
 
-// The LP file: maximise sum v x, one "at most one item" row per job, one capacity row per type.
-void WriteLp(const MckpProblem& p, const std::string& path) {
+// The LP file: maximise sum v x, one "at most one item" row per job, one capacity row per type;
+// x binary when `integer`, else in [0, 1] (the job rows bound it).
+void WriteLp(const MckpProblem& p, const std::string& path, bool integer) {
   std::ofstream out(path);
   out.precision(17);
   out << "Maximize\n obj:";
@@ -48,44 +49,57 @@ void WriteLp(const MckpProblem& p, const std::string& path) {
     if (first) out << " 0 dummy";
     out << " <= " << p.capacity[t] << "\n";
   }
-  out << "Binary\n";
-  for (size_t j = 0; j < p.num_jobs(); ++j) {
-    for (uint32_t i = p.job_begin[j]; i < p.job_begin[j + 1]; ++i) out << " x" << j << "_" << (i - p.job_begin[j]) << "\n";
+  if (integer) {
+    out << "Binary\n";
+    for (size_t j = 0; j < p.num_jobs(); ++j) {
+      for (uint32_t i = p.job_begin[j]; i < p.job_begin[j + 1]; ++i) out << " x" << j << "_" << (i - p.job_begin[j]) << "\n";
+    }
+    if (!any) out << " dummy\n";
   }
-  if (!any) out << " dummy\n";
   out << "End\n";
 }
 
-}  // namespace
-
-Result<CbcResult> SolveWithCbc(const MckpProblem& problem, double time_limit_s) {
+// Runs `cbc MODEL ARGS solu SOL` on the problem written by WriteLp in a fresh temporary
+// directory; returns the solution file's lines (the first is the status line).
+Result<std::vector<std::string>> RunCbc(const MckpProblem& problem, bool integer, const std::string& args,
+                                        double& wall_ms) {
   namespace fs = std::filesystem;
   std::string tmpl = (fs::temp_directory_path() / "elastic-cbc-XXXXXX").string();
   if (!mkdtemp(tmpl.data())) return Status(ErrorKind::kInternal, "cannot create a temporary directory");
   const fs::path dir(tmpl);
   const std::string lp = (dir / "model.lp").string();
   const std::string sol = (dir / "model.sol").string();
-  WriteLp(problem, lp);
+  WriteLp(problem, lp, integer);
   std::ostringstream cmd;
-  cmd << "cbc '" << lp << "' sec " << time_limit_s << " ratioGap 0 allowableGap 1e-9 threads 1 solve solu '" << sol
-      << "' > '" << (dir / "cbc.log").string() << "' 2>&1";
+  cmd << "cbc '" << lp << "' " << args << " solu '" << sol << "' > '" << (dir / "cbc.log").string() << "' 2>&1";
   const auto start = std::chrono::steady_clock::now();
   const int rc = std::system(cmd.str().c_str());
-  CbcResult r;
-  r.wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   std::ifstream in(sol);
-  if (rc != 0 || !in) {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
+  std::vector<std::string> lines;
+  for (std::string line; in && std::getline(in, line);) lines.push_back(line);
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  if (rc != 0 || lines.empty()) {
     return Status(ErrorKind::kUnavailable, "cbc failed (exit status " + std::to_string(rc) +
                                                "); is the Debian package coinor-cbc installed?");
   }
-  std::string status_line;
-  std::getline(in, status_line);
+  return lines;
+}
+
+}  // namespace
+
+Result<CbcResult> SolveWithCbc(const MckpProblem& problem, double time_limit_s) {
+  std::ostringstream args;
+  args << "sec " << time_limit_s << " ratioGap 0 allowableGap 1e-9 threads 1 solve";
+  CbcResult r;
+  Result<std::vector<std::string>> lines = RunCbc(problem, true, args.str(), r.wall_ms);
+  if (!lines.ok()) return lines.status();
+  const std::string& status_line = lines.value().front();
   r.optimal = status_line.rfind("Optimal", 0) == 0;
   r.choice.assign(problem.num_jobs(), -1);
-  std::string line;
-  while (std::getline(in, line)) {
+  for (size_t l = 1; l < lines.value().size(); ++l) {
+    const std::string& line = lines.value()[l];
     std::istringstream ls(line);
     std::string idx, name;
     double value = 0.0;
@@ -100,10 +114,24 @@ Result<CbcResult> SolveWithCbc(const MckpProblem& problem, double time_limit_s) 
   for (size_t j = 0; j < r.choice.size(); ++j) {
     if (r.choice[j] >= 0) r.objective += problem.items[problem.job_begin[j] + static_cast<uint32_t>(r.choice[j])].value;
   }
-  std::error_code ec;
-  fs::remove_all(dir, ec);
   if (status_line.empty()) return Status(ErrorKind::kInternal, "cbc wrote an empty solution file");
   return r;
+}
+
+Result<double> SolveLpRelaxationWithCbc(const MckpProblem& problem, double time_limit_s) {
+  std::ostringstream args;
+  args << "sec " << time_limit_s << " initialSolve";
+  double wall_ms = 0.0;
+  Result<std::vector<std::string>> lines = RunCbc(problem, false, args.str(), wall_ms);
+  if (!lines.ok()) return lines.status();
+  // "Optimal - objective value 4.00000000"
+  const std::string& status_line = lines.value().front();
+  const std::string marker = "objective value";
+  const size_t at = status_line.find(marker);
+  if (status_line.rfind("Optimal", 0) != 0 || at == std::string::npos) {
+    return Status(ErrorKind::kInternal, "cbc did not solve the LP relaxation: " + status_line);
+  }
+  return std::stod(status_line.substr(at + marker.size()));
 }
 
 }  // namespace elastic::optimizer

@@ -1,8 +1,6 @@
-// Multiple-choice knapsack solvers: exact DP, LP relaxation + core DP, Lagrangian relaxation.
-// See mckp.h for the overview; the comments here explain the data layout and the invariants.
-// One file over 600 lines on purpose: the three solvers share the pruned option tables, the
-// choice-table layout and the DP kernels, and are the epoch's hot path compiled together at -O3
-// (CMakeLists.txt); apart, each would repeat that layout or export it as an interface of its own.
+// Multiple-choice knapsack solvers of one GPU type: exact DP, LP relaxation + core DP, and the
+// SolveMckp entry point (several types: mckp_multitype.cpp). See mckp.h for the overview; the
+// comments here explain the data layout and the invariants.
 #include "elastic/optimizer/mckp.h"
 
 #include <algorithm>
@@ -13,6 +11,7 @@
 #include <numeric>
 
 #include "elastic/common/error.h"
+#include "mckp_rows.h"
 
 namespace elastic::optimizer {
 
@@ -21,32 +20,8 @@ void MckpProblem::AddJob(const std::vector<MckpItem>& job_items) {
   job_begin.push_back(static_cast<uint32_t>(items.size()));
 }
 
+namespace mckp_internal {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double MsSince(Clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
-
-// A candidate of one job on one type after pruning: strictly more GPUs buy strictly more value.
-struct Cand {
-  int64_t gpus;
-  double value;
-  int32_t orig;  // index of the item within its job (MckpSolution::choice)
-};
-
-// The candidates of a subset of jobs on one GPU type, in compressed rows sorted by gpus.
-struct Rows {
-  std::vector<uint32_t> begin{0};
-  std::vector<Cand> cands;
-  std::vector<uint32_t> job;  // original job index of each row
-
-  size_t size() const noexcept { return job.size(); }
-  const Cand* row_begin(size_t r) const noexcept { return cands.data() + begin[r]; }
-  size_t row_len(size_t r) const noexcept { return begin[r + 1] - begin[r]; }
-  int64_t row_max_gpus(size_t r) const noexcept { return cands[begin[r + 1] - 1].gpus; }
-};
 
 // Appends job `j`'s items of type `type` to `rows` (nothing when none survives pruning).
 // Pruning keeps an item only if no other item of the job on this type has at most as many
@@ -75,6 +50,8 @@ void AppendRow(const MckpProblem& p, size_t j, int32_t type, int64_t cap, Rows& 
   rows.job.push_back(static_cast<uint32_t>(j));
 }
 
+}  // namespace
+
 Rows BuildRows(const MckpProblem& p, int32_t type, int64_t cap, const std::vector<uint32_t>* subset) {
   Rows rows;
   std::vector<Cand> scratch;
@@ -86,11 +63,7 @@ Rows BuildRows(const MckpProblem& p, int32_t type, int64_t cap, const std::vecto
   return rows;
 }
 
-// Result of a solve over some rows: value and the chosen candidate per row (-1: none).
-struct RowsSolution {
-  double value = 0.0;
-  std::vector<int32_t> pick;  // index into the row's candidates
-};
+namespace {
 
 // The order in which the DP visits rows (smallest largest-item first keeps the reachable
 // capacity small for as long as possible) and the predicted number of cell updates.
@@ -376,7 +349,8 @@ RowsSolution LpCoreSolve(const Rows& rows, int64_t cap, const MckpSettings& sett
   }
 }
 
-// Solves one type over `rows`: exact DP when it fits the budget, else LP + core DP.
+}  // namespace
+
 RowsSolution SolveRows(const Rows& rows, int64_t cap, const MckpSettings& settings, double budget_ms,
                        double& bound, bool& exact, std::string& method) {
   DpPlan plan = PlanDp(rows, cap);
@@ -394,6 +368,8 @@ RowsSolution SolveRows(const Rows& rows, int64_t cap, const MckpSettings& settin
   return LpCoreSolve(rows, cap, settings, budget_ms / 2, bound);
 }
 
+namespace {
+
 void CheckInput(const MckpProblem& p) {
   if (p.job_begin.empty() || p.job_begin.front() != 0 || p.job_begin.back() != p.items.size()) {
     throw Error(ErrorKind::kInvalidArgument, "mckp: job_begin does not index items");
@@ -410,200 +386,19 @@ void CheckInput(const MckpProblem& p) {
   }
 }
 
-// ---- Several types: Lagrangian relaxation of the capacities -------------------------------
-
-// L(lambda) = sum_t lambda_t C_t + sum_j max(0, max_i v_i - lambda_{t_i} w_i) >= optimum for
-// every lambda >= 0 (each job's choice is relaxed independently). Items are regrouped per type
-// (job-major within a type) so that a coordinate step scans only that type's items.
-struct Lagrangian {
-  struct TypedItem {
-    uint32_t job;
-    double gpus;
-    double value;
-  };
-  const MckpProblem& p;
-  std::vector<double> lambda;
-  std::vector<std::vector<TypedItem>> by_type;  // items with value > 0 that fit their type
-
-  Lagrangian(const MckpProblem& problem, size_t types) : p(problem), lambda(types, 0.0), by_type(types) {
-    for (size_t j = 0; j < p.num_jobs(); ++j) {
-      for (uint32_t i = p.job_begin[j]; i < p.job_begin[j + 1]; ++i) {
-        const MckpItem& it = p.items[i];
-        if (it.value <= 0.0 || it.gpus > p.capacity[it.type]) continue;
-        by_type[static_cast<size_t>(it.type)].push_back({static_cast<uint32_t>(j), static_cast<double>(it.gpus), it.value});
-      }
-    }
-  }
-
-  // Each job's best reduced value over the types other than `skip` (all types when skip is
-  // out of range), at least 0 (pending).
-  std::vector<double> BestReduced(size_t skip) const {
-    std::vector<double> best(p.num_jobs(), 0.0);
-    for (size_t t = 0; t < by_type.size(); ++t) {
-      if (t == skip) continue;
-      for (const TypedItem& it : by_type[t]) best[it.job] = std::max(best[it.job], it.value - lambda[t] * it.gpus);
-    }
-    return best;
-  }
-
-  double Value() const {
-    double v = 0.0;
-    for (size_t t = 0; t < lambda.size(); ++t) v += lambda[t] * static_cast<double>(p.capacity[t]);
-    for (double b : BestReduced(by_type.size())) v += b;
-    return v;
-  }
-
-  // GPUs of type t demanded when lambda_t = x, given each job's best value elsewhere.
-  double Demand(size_t t, double x, const std::vector<double>& outside, std::vector<double>& best,
-                std::vector<double>& width) const {
-    const std::vector<TypedItem>& items = by_type[t];
-    for (const TypedItem& it : items) {
-      best[it.job] = outside[it.job];
-      width[it.job] = 0.0;
-    }
-    for (const TypedItem& it : items) {
-      const double red = it.value - x * it.gpus;
-      if (red > best[it.job]) {
-        best[it.job] = red;
-        width[it.job] = it.gpus;
-      }
-    }
-    double d = 0.0;
-    for (const TypedItem& it : items) {
-      d += width[it.job];
-      width[it.job] = 0.0;  // count each job once
-    }
-    return d;
-  }
-
-  // Exact minimisation over lambda_t with the others fixed (bisection on the derivative
-  // C_t - demand_t(lambda_t), which is non-decreasing in lambda_t).
-  void MinimiseCoordinate(size_t t) {
-    const std::vector<double> outside = BestReduced(t);
-    std::vector<double> best(p.num_jobs(), 0.0), width(p.num_jobs(), 0.0);
-    double hi = 0.0;
-    for (const TypedItem& it : by_type[t]) hi = std::max(hi, it.value / it.gpus);
-    const auto cap = static_cast<double>(p.capacity[t]);
-    if (Demand(t, 0.0, outside, best, width) <= cap) {
-      lambda[t] = 0.0;
-      return;
-    }
-    double lo = 0.0;
-    for (int iter = 0; iter < 50 && hi - lo > 1e-10 * hi; ++iter) {
-      const double mid = 0.5 * (lo + hi);
-      if (Demand(t, mid, outside, best, width) > cap) {
-        lo = mid;
-      } else {
-        hi = mid;
-      }
-    }
-    lambda[t] = hi;
-  }
-};
-
-MckpSolution SolveMultiType(const MckpProblem& p, const MckpSettings& settings, Clock::time_point start) {
-  const size_t types = p.capacity.size();
-  const size_t n = p.num_jobs();
-  MckpSolution out;
-  out.choice.assign(n, -1);
-
-  // 1. Lagrangian dual by cyclic coordinate descent; every iterate gives a valid bound.
-  Lagrangian lag(p, types);
-  double bound = lag.Value();
-  const double dual_budget = settings.time_budget_ms * 0.4;
-  for (int round = 0; round < 30; ++round) {
-    const double before = bound;
-    for (size_t t = 0; t < types; ++t) {
-      const std::vector<double> keep = lag.lambda;
-      lag.MinimiseCoordinate(t);
-      const double v = lag.Value();
-      if (v < bound) {
-        bound = v;
-      } else {
-        lag.lambda = keep;
-      }
-    }
-    // Coordinate descent zigzags towards the dual optimum; stop once a round gains < 2e-5.
-    if (before - bound <= 2e-5 * std::abs(bound) || MsSince(start) > dual_budget) break;
-  }
-
-  // 2. Each job goes to the type where its best reduced value is highest (jobs that the
-  //    relaxation leaves pending go to their best type too: leftover capacity may fit them).
-  std::vector<std::vector<uint32_t>> members(types);
-  for (size_t j = 0; j < n; ++j) {
-    double b = -std::numeric_limits<double>::infinity();
-    int32_t bt = -1;
-    for (uint32_t i = p.job_begin[j]; i < p.job_begin[j + 1]; ++i) {
-      const MckpItem& it = p.items[i];
-      if (it.value <= 0.0 || it.gpus > p.capacity[it.type]) continue;
-      const double red = it.value - lag.lambda[it.type] * it.gpus;
-      if (red > b) {
-        b = red;
-        bt = it.type;
-      }
-    }
-    if (bt >= 0) members[static_cast<size_t>(bt)].push_back(static_cast<uint32_t>(j));
-  }
-
-  // 3. One single-type solve per type over its members.
-  bool all_exact = true;
-  std::vector<int64_t> used(types, 0);
-  for (size_t t = 0; t < types; ++t) {
-    Rows rows = BuildRows(p, static_cast<int32_t>(t), p.capacity[t], &members[t]);
-    double b = 0.0;
-    bool exact = false;
-    std::string method;
-    const double left = std::max(1.0, settings.time_budget_ms - MsSince(start));
-    RowsSolution sol = SolveRows(rows, p.capacity[t], settings, left / static_cast<double>(types - t),
-                                 b, exact, method);
-    all_exact = all_exact && exact;
-    for (size_t r = 0; r < rows.size(); ++r) {
-      if (sol.pick[r] < 0) continue;
-      const Cand& c = rows.row_begin(r)[sol.pick[r]];
-      out.choice[rows.job[r]] = c.orig;
-      used[t] += c.gpus;
-    }
-  }
-
-  // 4. Fill: jobs left pending may fit another type's leftover capacity (best value first).
-  std::vector<std::pair<double, uint32_t>> waiting;
-  for (size_t j = 0; j < n; ++j) {
-    if (out.choice[j] >= 0) continue;
-    double best = 0.0;
-    for (uint32_t i = p.job_begin[j]; i < p.job_begin[j + 1]; ++i) best = std::max(best, p.items[i].value);
-    if (best > 0.0) waiting.emplace_back(best, static_cast<uint32_t>(j));
-  }
-  std::sort(waiting.begin(), waiting.end(), std::greater<>());
-  for (const auto& [unused, j] : waiting) {
-    double best = 0.0;
-    int32_t bi = -1;
-    for (uint32_t i = p.job_begin[j]; i < p.job_begin[j + 1]; ++i) {
-      const MckpItem& it = p.items[i];
-      if (it.value > best && used[it.type] + it.gpus <= p.capacity[it.type]) {
-        best = it.value;
-        bi = static_cast<int32_t>(i);
-      }
-    }
-    if (bi >= 0) {
-      out.choice[j] = bi - static_cast<int32_t>(p.job_begin[j]);
-      used[p.items[bi].type] += p.items[bi].gpus;
-    }
-  }
-
-  for (size_t j = 0; j < n; ++j) {
-    if (out.choice[j] >= 0) out.objective += p.items[p.job_begin[j] + out.choice[j]].value;
-  }
-  out.bound = std::max(bound, out.objective);
-  out.exact = out.bound <= out.objective;
-  out.method = all_exact ? "lagrangian-dp" : "lagrangian-lp-core-dp";
-  return out;
-}
-
 }  // namespace
+}  // namespace mckp_internal
+
+using mckp_internal::BuildRows;
+using mckp_internal::Clock;
+using mckp_internal::MsSince;
+using mckp_internal::Rows;
+using mckp_internal::RowsSolution;
+using mckp_internal::SolveRows;
 
 MckpSolution SolveMckp(const MckpProblem& problem, const MckpSettings& settings) {
   const auto start = Clock::now();
-  CheckInput(problem);
+  mckp_internal::CheckInput(problem);
   MckpSolution out;
   const size_t types = problem.capacity.size();
   // Types that no job uses do not make a problem multi-type.
@@ -628,7 +423,7 @@ MckpSolution SolveMckp(const MckpProblem& problem, const MckpSettings& settings)
       out.method = "trivial";
     }
   } else {
-    out = SolveMultiType(problem, settings, start);
+    out = mckp_internal::SolveMultiType(problem, settings, start);
   }
   out.bound = std::max(out.bound, out.objective);
   out.solve_ms = MsSince(start);
@@ -636,12 +431,12 @@ MckpSolution SolveMckp(const MckpProblem& problem, const MckpSettings& settings)
 }
 
 double MckpLpBound(const MckpProblem& problem) {
-  CheckInput(problem);
+  mckp_internal::CheckInput(problem);
   if (problem.capacity.size() != 1) {
     throw Error(ErrorKind::kInvalidArgument, "MckpLpBound: exactly one GPU type expected");
   }
   Rows rows = BuildRows(problem, 0, problem.capacity[0], nullptr);
-  return SolveLp(rows, problem.capacity[0]).bound;
+  return mckp_internal::SolveLp(rows, problem.capacity[0]).bound;
 }
 
 }  // namespace elastic::optimizer

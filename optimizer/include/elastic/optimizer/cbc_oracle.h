@@ -23,4 +23,9 @@ struct CbcResult {
 // cannot be read.
 Result<CbcResult> SolveWithCbc(const MckpProblem& problem, double time_limit_s = 60.0);
 
+// The optimum of the problem's LP relaxation (every x in [0, 1]; the job rows bound it), which
+// the Lagrangian dual's minimum equals: `cbc FILE sec LIMIT initialSolve solu SOL` on the same
+// file without its Binary section. Errors as SolveWithCbc; kInternal when cbc reports no optimum.
+Result<double> SolveLpRelaxationWithCbc(const MckpProblem& problem, double time_limit_s = 60.0);
+
 }  // namespace elastic::optimizer

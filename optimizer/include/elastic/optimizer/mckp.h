@@ -10,8 +10,9 @@
 //    bound, and an integer plan is built from the LP solution plus an exact DP over the "core"
 //    of jobs whose hull segments lie around the LP's break efficiency.
 //  - Several GPU types: Lagrangian relaxation of the per-type capacities (a certified bound for
-//    any multipliers), jobs assigned to the type that is best at the multipliers, an exact DP
-//    per type, then a repair/fill pass.
+//    any multipliers, minimised by damped Newton steps on the per-type demand, with coordinate
+//    descent where those stall), jobs assigned to the type that is best at the multipliers, an
+//    exact DP (or LP + core DP) per type, then a fill pass.
 #pragma once
 
 #include <cstdint>

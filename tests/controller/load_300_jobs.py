@@ -70,10 +70,11 @@ def launch_diagnostics(jobs_dir, tasks):
         jid = run(["squeue", "-h", "-j", task, "-t", "all", "-o", "%A"], check=False).stdout.strip()
         if not jid:
             continue
-        acct = run(["sacct", "-n", "-P", "-D", "-j", jid, "-o", "JobID,State,Reason,ExitCode,DerivedExitCode,NodeList,Start,End"],
-                   check=False).stdout.strip()
-        lines.append(f"--- sacct -D -j {jid} (JobID|State|Reason|ExitCode|DerivedExitCode|NodeList|Start|End)\n{acct}")
-        mention = re.compile(rf"(JobId={jid}\b|JobId=\d+_\d+\({jid}\)|\bjob {jid}\b|\[{jid}\.|jobid {jid}\b|JobId {jid}\b)")
+        fields = "JobID,State,Reason,ExitCode,DerivedExitCode,NodeList,Start,End"
+        acct = run(["sacct", "-n", "-P", "-D", "-j", jid, "-o", fields], check=False).stdout.strip()
+        lines.append(f"--- sacct -D -j {jid} ({fields.replace(',', '|')})\n{acct}")
+        # slurmctld names a task JobId=N or JobId=A_T(N), slurmd "job N" or "[N.batch]".
+        mention = re.compile(rf"(JobId={jid}\b|JobId=\d+_\d+\({jid}\)|\bjob {jid}\b|\[{jid}\.)")
         for log in sorted(glob.glob(os.path.join(CLUSTER_DIR, "log", "*.log"))):
             with open(log, errors="replace") as f:
                 hits = [line.rstrip() for line in f if mention.search(line)]
@@ -210,7 +211,8 @@ def main():
                    benchtarget.check("tasks_not_cancelled_once", len(not_cancelled), "<=", 0, factor)]
         print(json.dumps(benchtarget.add_checks(result, checks, factor)), flush=True)
         if not_cancelled:
-            print(f"tasks that did not end as cancelled, once: {dict(list(not_cancelled.items())[:5])}", file=sys.stderr)
+            print(f"tasks that did not end as cancelled, once: {dict(list(not_cancelled.items())[:5])}",
+                  file=sys.stderr)
         if figures["sent"] != figures["ok"] and stream.stderr.strip():
             print("elasticd-bench metrics: " + stream.stderr.strip()[-500:], file=sys.stderr)
         benchtarget.finish("elasticd_load", checks, f"{len(registered)} elastic jobs")

@@ -36,6 +36,8 @@ def default_prefixes():
         for path in os.environ.get(var, "").split(":"):  # ELASTIC_BUILD_DIR may list several
             if path:
                 prefixes.append(path.rstrip("/") + "/")
+    if os.environ.get("ELASTIC_CLUSTER_DIR"):  # the load tests' own cluster (tests/controller/CMakeLists.txt)
+        prefixes.append(os.environ["ELASTIC_CLUSTER_DIR"].rstrip("/") + "-load/")
     return prefixes
 
 

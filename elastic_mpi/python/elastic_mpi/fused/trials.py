@@ -62,6 +62,12 @@ class FusedTrials:
 
     def losses(self, outputs, targets, per_trial=False):
         """Each trial's loss, a tensor [K]."""
+        if self.loss_fn is F.cross_entropy and outputs.dim() == 3 and targets.dtype == torch.long:
+            # The common case without vmap's overhead: one call over the K x B samples, the mean
+            # per trial (F.cross_entropy's default reduction).
+            k, b = outputs.shape[0], outputs.shape[1]
+            flat = targets.reshape(-1) if per_trial else targets.unsqueeze(0).expand(k, b).reshape(-1)
+            return F.cross_entropy(outputs.reshape(k * b, -1), flat, reduction="none").view(k, b).mean(1)
         return self._vmap(self.loss_fn, in_dims=(0, 0 if per_trial else None))(outputs, targets)
 
     def step(self, x, y, per_trial=False):

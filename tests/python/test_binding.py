@@ -2,7 +2,6 @@
 every binding, its results and its errors. Run by ctest (python.binding) with the module's build
 folder on PYTHONPATH, by Debian's /usr/bin/python3."""
 
-import math
 import os
 import tempfile
 import unittest

@@ -18,7 +18,6 @@ import collections
 import glob
 import os
 import re
-import shutil
 import sys
 import time
 import unittest
@@ -28,9 +27,9 @@ SOURCE = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(SOURCE, "tests", "controller"))
 
 from clustertest import CLUSTER_DIR, job_state, job_workdir, read, sbatch, wait_job  # noqa: E402
+from cluster_files import install_example, install_package  # noqa: E402
 from e2e import ElasticdTestCase, gpus_of, status, wait_until  # noqa: E402
 
-BUILD = os.environ.get("ELASTIC_BUILD_DIR", os.path.join(SOURCE, "build"))
 
 # The training: 4096 samples, 32 per rank at the start (global batch 64: 64 steps an epoch).
 SAMPLES, EPOCHS, BATCH = 4096, 16, 32
@@ -52,26 +51,8 @@ LOSS_TOLERANCE = 1e-4
 
 
 def install_python_files():
-    """The package and the example where the job user can read them (the cluster copies only
-    build/bin and build/lib/*.so); the package's compiled module finds libelastic_mpi.so two
-    levels up (CLUSTER_DIR/lib)."""
-    pydir = os.path.join(CLUSTER_DIR, "lib", "python")
-    exdir = os.path.join(CLUSTER_DIR, "share", "examples")
-    for d in (pydir, exdir, os.path.dirname(exdir)):
-        os.makedirs(d, exist_ok=True)
-        os.chmod(d, 0o755)
-    package = os.path.join(pydir, "elastic_mpi")
-    shutil.rmtree(package, ignore_errors=True)
-    shutil.copytree(os.path.join(BUILD, "lib", "python", "elastic_mpi"), package,
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    for d, _, files in os.walk(package):
-        os.chmod(d, 0o755)
-        for name in files:
-            os.chmod(os.path.join(d, name), 0o755 if name.endswith(".so") else 0o644)
-    script = os.path.join(exdir, "train_ddp_elastic.py")
-    shutil.copy(os.path.join(SOURCE, "elastic_mpi", "python", "examples", "train_ddp_elastic.py"), script)
-    os.chmod(script, 0o644)
-    return pydir, script
+    """The package and the example where the job user can read them."""
+    return install_package(), install_example("train_ddp_elastic.py")
 
 
 def sample_log(directory):

@@ -8,7 +8,6 @@ rank 0 leaves its snapshot."""
 import json
 import os
 import re
-import shutil
 import sys
 import unittest
 
@@ -16,25 +15,16 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.dirname(os.path.dirname(HERE))
 
 from clustertest import CLUSTER_DIR, ClusterTestCase, job_workdir, read, sbatch, wait_job  # noqa: E402
+from cluster_files import install_example  # noqa: E402
 
 EPOCHS = 4
 
 
-def install_example():
-    """The example where the job user can read it (the cluster copies only build/bin and lib)."""
-    exdir = os.path.join(CLUSTER_DIR, "share", "examples")
-    for d in (os.path.dirname(exdir), exdir):
-        os.makedirs(d, exist_ok=True)
-        os.chmod(d, 0o755)
-    path = os.path.join(exdir, "train_ddp.py")
-    shutil.copy(os.path.join(SOURCE, "elastic_mpi", "python", "examples", "train_ddp.py"), path)
-    os.chmod(path, 0o644)
-    return path
 
 
 class PyTorchDdpSlurmTest(ClusterTestCase):
     def test_unmodified_ddp_script_runs_rigid_on_two_nodes(self):
-        script = install_example()
+        script = install_example("train_ddp.py")
         with open(os.path.join(SOURCE, "jobscripts", "pytorch_ddp.sbatch")) as f:
             text = f.read()
         wd = job_workdir("ddp")

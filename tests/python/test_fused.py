@@ -17,13 +17,12 @@ import math
 import os
 import tempfile
 import unittest
-from collections import OrderedDict
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from elastic_mpi.fused import FusedTrials, fuse_modules
+from elastic_mpi.fused import FusedTrials
 from elastic_mpi.fused.layers import EnsembleFallback
 
 BATCH = 32

@@ -4,7 +4,6 @@ PyTorch example from 2 to 6 GPUs through an extension job whose ranks (Python pr
 the job completes with its optimizer state checked at every rescale (--check)."""
 
 import os
-import shutil
 import sys
 import unittest
 
@@ -12,33 +11,16 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(SOURCE, "tests", "controller"))
 
-from clustertest import CLUSTER_DIR, job_workdir, read, run, sbatch, wait_job  # noqa: E402
+from clustertest import CLUSTER_DIR, job_workdir, read, sbatch, wait_job  # noqa: E402
+from cluster_files import install_example, install_package  # noqa: E402
 from e2e import ElasticdTestCase, extension_jobs, gpus_of, status, wait_until  # noqa: E402
 
-BUILD = os.environ.get("ELASTIC_BUILD_DIR", os.path.join(SOURCE, "build"))
 EPOCH = ElasticdTestCase.EPOCH
 
 
 def install_python_files():
-    """The package and the example where the job user can read them (the cluster copies only
-    build/bin and build/lib/*.so); the package's compiled module finds libelastic_mpi.so two
-    levels up (CLUSTER_DIR/lib)."""
-    pydir = os.path.join(CLUSTER_DIR, "lib", "python")
-    exdir = os.path.join(CLUSTER_DIR, "share", "examples")
-    for d in (pydir, exdir, os.path.dirname(exdir)):
-        os.makedirs(d, exist_ok=True)
-        os.chmod(d, 0o755)
-    package = os.path.join(pydir, "elastic_mpi")
-    shutil.rmtree(package, ignore_errors=True)
-    shutil.copytree(os.path.join(BUILD, "lib", "python", "elastic_mpi"), package,
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    for d, _, files in os.walk(package):
-        os.chmod(d, 0o755)
-        for name in files:
-            os.chmod(os.path.join(d, name), 0o755 if name.endswith(".so") else 0o644)
-    shutil.copy(os.path.join(SOURCE, "elastic_mpi", "python", "examples", "train_mlp.py"), exdir)
-    os.chmod(os.path.join(exdir, "train_mlp.py"), 0o644)
-    return pydir, os.path.join(exdir, "train_mlp.py")
+    """The package and the example where the job user can read them."""
+    return install_package(), install_example("train_mlp.py")
 
 
 class PyTorchElasticSlurmTest(ElasticdTestCase):

@@ -6,13 +6,11 @@ that say what to write instead. Run by ctest (python.torch_elastic) with the pac
 The multi-rank paths (grow, shrink, hand-over) are python.torch_ddp_rescale's."""
 
 import collections
-import io
 import glob
 import os
 import tempfile
 import unittest
 
-import numpy as np
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset

@@ -23,13 +23,14 @@ class HandoverTest(unittest.TestCase):
         model(torch.randn(4, 128)).sum().backward()
         optimizer.step()
         state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "pair": (torch.ones(20000), 3),
-                 "list": [torch.zeros(3)], "rng": np.random.get_state()}
+                 "list": [torch.zeros(3)], "rng": np.random.get_state(),
+                 "sparse": torch.sparse_coo_tensor(torch.arange(20000).unsqueeze(0), torch.ones(20000), (20000,))}
         skeleton, tensors = handover.split(state)
-        large = [t for t in tensors]
-        self.assertEqual(len(large), 4)  # the weight, its two Adam moments, the tuple's tensor
-        self.assertTrue(all(t.numel() * t.element_size() >= handover.LARGE_BYTES for t in large))
+        self.assertEqual(len(tensors), 4)  # the weight, its two Adam moments, the tuple's tensor
+        self.assertTrue(all(t.numel() * t.element_size() >= handover.LARGE_BYTES for t in tensors))
         self.assertIsInstance(skeleton["model"]["0.weight"], handover.Slot)
         self.assertIsInstance(skeleton["model"]["0.bias"], torch.Tensor)  # 1 KiB: in the skeleton
+        self.assertTrue(skeleton["sparse"].is_sparse)  # not a dense message: pickled with the rest
         self.assertIsInstance(skeleton["model"], collections.OrderedDict)
         self.assertEqual(skeleton["model"]._metadata, state["model"]._metadata)
         self.assertEqual([s.shape for s in handover.slots(skeleton)], [tuple(t.shape) for t in tensors])
@@ -47,6 +48,7 @@ class HandoverTest(unittest.TestCase):
         self.assertTrue(torch.equal(again["pair"][0], state["pair"][0]))
         self.assertEqual(again["pair"][1], 3)
         self.assertEqual(again["rng"][0], "MT19937")
+        self.assertTrue(torch.equal(again["sparse"].to_dense(), torch.ones(20000)))
 
     def test_tree_reaches_every_member_once(self):
         for n in range(1, 12):

@@ -88,13 +88,15 @@ def _rebuild(value, walk):
 
 
 def split(state):
-    """(skeleton, large tensors): the state with every tensor of LARGE_BYTES or more replaced by a
-    Slot, and those tensors in slot order. Dicts, lists and tuples are walked; other values stay."""
+    """(skeleton, large tensors): the state with every dense CPU or CUDA tensor of LARGE_BYTES or
+    more replaced by a Slot, and those tensors in slot order (sparse and quantized ones stay in the
+    skeleton). Dicts, lists and tuples are walked; other values stay."""
     tensors = []
 
     def walk(value):
         if isinstance(value, torch.Tensor):
-            if not value.is_sparse and value.numel() * value.element_size() >= LARGE_BYTES:
+            plain = value.layout == torch.strided and not value.is_quantized and value.device.type in ("cpu", "cuda")
+            if plain and value.numel() * value.element_size() >= LARGE_BYTES:
                 tensors.append(value.detach())
                 return Slot(len(tensors) - 1, value)
             return value

@@ -5,7 +5,8 @@ job's process group, the DataLoader with torch's DistributedSampler (taken over 
 
 Checks on every rank at every step (exit 3 when one fails, after the step's collectives):
 * every rank's parameters, momentum buffers, scheduler epoch, learning rate, step and epoch
-  counters and extras equal rank 0's (max == min over the world, through the torch group);
+  counters and extras (a list, and a table large enough to travel as its own message) equal
+  rank 0's (max == min over the world, through the torch group);
 * the ranks' sample counts add up to the step's global count, and their batches are their counts
   (or one weight-zero filler).
 Every rank appends the (epoch, sample id) pairs it trained on to IDS_DIR/ids.<pid>; rank 0 writes
@@ -63,6 +64,8 @@ def fingerprint(model, optimizer, scheduler, job, extras, device):
     for p in model.module.parameters():
         buf = optimizer.state.get(p, {}).get("momentum_buffer")
         values.append(buf.detach().double().abs().sum() if buf is not None else torch.tensor(0.0, dtype=torch.float64))
+    table = extras["table"]
+    values.append((table * torch.arange(1, len(table) + 1, dtype=table.dtype)).sum())
     scalars = [scheduler.last_epoch, optimizer.param_groups[0]["lr"], job.step, job.epoch, len(extras["epoch_loss"])]
     values += [torch.tensor(float(v), dtype=torch.float64) for v in scalars]
     return torch.stack([v.to(device) for v in values])
@@ -94,7 +97,8 @@ def main(argv):
                         num_workers=args.workers)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.8)
-    extras = {"epoch_loss": []}
+    # A table above the hand-over's LARGE_BYTES (160 KB): newcomers get it as its own message.
+    extras = {"epoch_loss": [], "table": torch.zeros(20000, dtype=torch.float64)}
     scaler = torch.cuda.amp.GradScaler() if args.amp else None
     job = elastic.elastic(model, optimizer, loader, scheduler, scaler=scaler, extras=extras)
     loss_fn = nn.CrossEntropyLoss()
@@ -107,6 +111,7 @@ def main(argv):
             total = torch.zeros(2, dtype=torch.float64, device=device)
             for xb, yb, ib in job.batches():
                 xb, yb = xb.to(device), yb.to(device)
+                extras["table"][job.step % len(extras["table"])] += 1.0 + job.step
                 optimizer.zero_grad()
                 if scaler is not None:
                     with torch.autocast("cuda"):

@@ -16,9 +16,16 @@ depend on how the step was split. The hook also sums the squared norms of the lo
 averaged gradient for the runtime's gradient-noise statistics (adascale, elasticd).
 """
 
+import inspect
+
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.nn.parallel import distributed as _torch_ddp
+
+# torch >= 2.3 skips DDP's start-up broadcast of the parameters and buffers when told
+# (init_sync=False); older versions broadcast in _sync_module_states, which rewrap() passes over.
+_HAS_INIT_SYNC = "init_sync" in inspect.signature(nn.parallel.DistributedDataParallel.__init__).parameters
 
 
 class _HookState:
@@ -61,6 +68,21 @@ def _weighted_allreduce(state, bucket):
     return future.then(averaged)
 
 
+def _make_ddp(module, options, sync):
+    if sync:
+        return nn.parallel.DistributedDataParallel(module, **options)
+    if _HAS_INIT_SYNC:
+        return nn.parallel.DistributedDataParallel(module, init_sync=False, **options)
+    original = getattr(_torch_ddp, "_sync_module_states", None)
+    if original is None:  # a torch without either: its constructor syncs, which is correct, only slower
+        return nn.parallel.DistributedDataParallel(module, **options)
+    _torch_ddp._sync_module_states = lambda *args, **kwargs: None
+    try:
+        return nn.parallel.DistributedDataParallel(module, **options)
+    finally:
+        _torch_ddp._sync_module_states = original
+
+
 class DistributedDataParallel(nn.Module):
     """DistributedDataParallel(module, **ddp_options): torch's DDP for the elastic world.
 
@@ -89,11 +111,13 @@ class DistributedDataParallel(nn.Module):
         """The torch DistributedDataParallel of the current world (None before elastic())."""
         return self._ddp
 
-    def rewrap(self):
-        """Collective over the current default group: a new torch DDP for it (its constructor
-        broadcasts rank 0's parameters and buffers)."""
+    def rewrap(self, sync=True):
+        """Collective over the current default group: a new torch DDP for it. sync: its
+        constructor broadcasts rank 0's parameters and buffers, as torch's does; sync=False (every
+        rank passes the same) when every rank holds them already (after a shrink, or once the
+        newcomers received rank 0's state): 2 x the model's bytes less to move."""
         object.__setattr__(self, "_ddp", None)  # the old one's reducer and hooks go with it
-        ddp = nn.parallel.DistributedDataParallel(self.module, **self._ddp_options)
+        ddp = _make_ddp(self.module, self._ddp_options, sync)
         ddp.register_comm_hook(self.hook_state, _weighted_allreduce)
         ddp.train(self.training)
         object.__setattr__(self, "_ddp", ddp)

@@ -67,12 +67,14 @@ class Job:
         self._closed = False
         self._step_ids = None         # (epoch, world size, indices) of the current step, for the log
         self._sample_log = _open_sample_log()
+        self.last_rescale = None      # the phases of the last change of the world (_after_change)
         model.hook_state.observe = bool(observe_gradients)
         joined = world.joined_pending
         if joined:
             world.joined_pending = False
             self._receive_state()
-        model.rewrap()
+        # A newcomer holds rank 0's state now, as the running ranks do: no start-up broadcast.
+        model.rewrap(sync=not joined)
         self._apply_learning_rate()
         if not joined:
             # The rescale point before the first step (one before each step, as in the runtime's
@@ -247,8 +249,9 @@ class Job:
             self._done = None
             self._observe(local, scale)
             self.session.report_step(seconds, count)
+        started = time.perf_counter()
         if self.session.rescale_point():
-            self._after_change()
+            self._after_change(started)
         else:
             self._apply_learning_rate()  # adascale: the factor follows the statistics
 
@@ -263,20 +266,33 @@ class Job:
         if global_sqr == global_sqr and global_sqr != float("inf"):  # the same on every rank
             self.session.observe_gradient_norms(local_sqr, local_count, global_sqr)
 
-    def _after_change(self):
+    def _after_change(self, started):
         session = self.session
         if session.should_stop:
             self._leave()
         what = session.last_rescale["what"]
+        clock = [time.perf_counter()]
+        phases = {"what": what, "session_s": clock[0] - started}
+
+        def phase(name):
+            now = time.perf_counter()
+            phases[name] = now - clock[0]
+            clock[0] = now
+
         if what in ("grow", "join", "shrink"):
-            if self._world.rendezvous(handover=what in ("grow", "join")):
+            sent = self._world.rendezvous(handover=what in ("grow", "join"))
+            phase("rendezvous_s")
+            if sent:
                 handover.broadcast(session, self.state_dict() if self.rank == 0 else None)
-            self.model.rewrap()
+            phase("handover_s")
+            self.model.rewrap(sync=False)  # every rank holds rank 0's parameters already
+            phase("rewrap_s")
         self._apply_learning_rate()
+        phases["pause_s"] = time.perf_counter() - started
+        self.last_rescale = phases
 
     def _receive_state(self):
-        data = handover.broadcast(self.session, None)
-        self.load_state_dict(handover.deserialize(data))
+        self.load_state_dict(handover.broadcast(self.session, None, receiving=True))
 
     def _leave(self):
         session = self.session

@@ -225,6 +225,7 @@ Status HeteroEngine::PlanSia(double now, const std::vector<size_t>& active, std:
       if (j.gpus > 0 && j.opts[o].type == j.type && j.opts[o].gpus == j.gpus) in[k].current = static_cast<int>(o);
     }
     in[k].realloc = sia::ReallocFactor(now - j.spec->arrival_s, j.res->rescales, j.cost);
+    in[k].pinned = j.gpus > 0 && j.pause > 0.0;
   }
   std::vector<int64_t> cap;
   for (const ClusterType& t : c_.cluster.types) cap.push_back(t.capacity());

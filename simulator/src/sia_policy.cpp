@@ -20,15 +20,20 @@ Result<Solution> Solve(const std::vector<JobInput>& jobs, const std::vector<int6
   opt::MckpProblem problem;
   problem.capacity = capacity;
   std::vector<std::vector<int>> index(jobs.size());  // MCKP item -> configuration
+  // A pinned job's one item outweighs every other job's together (Sia makes it a constraint).
+  double pin_bonus = 1.0;
+  for (const JobInput& j : jobs) pin_bonus += params.lambda_n * static_cast<double>(j.configs.empty() ? 0 : 1);
   for (size_t j = 0; j < jobs.size(); ++j) {
     std::vector<opt::MckpItem> items;
+    const bool pinned = jobs[j].pinned && jobs[j].current >= 0;
     for (size_t c = 0; c < jobs[j].configs.size(); ++c) {
+      if (pinned && static_cast<int>(c) != jobs[j].current) continue;
       const Config& cf = jobs[j].configs[c];
       double u = cf.goodput;
       if (jobs[j].current >= 0 && static_cast<int>(c) != jobs[j].current) u *= jobs[j].realloc;
       double a = u > 0.0 ? std::round(std::pow(u, params.p) * 100.0) / 100.0 : params.clip;
       a = std::min(a, params.clip);
-      const double value = params.lambda_n - a;
+      const double value = params.lambda_n - a + (pinned ? pin_bonus : 0.0);
       if (!(value > 0.0)) continue;
       items.push_back({cf.type, cf.gpus, value});
       index[j].push_back(static_cast<int>(c));

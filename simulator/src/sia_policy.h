@@ -20,6 +20,7 @@ struct JobInput {
   std::vector<Config> configs;
   int current = -1;       // index of the configuration it runs in now (-1: none)
   double realloc = 1.0;   // multiplies every other configuration's goodput
+  bool pinned = false;    // in a checkpoint-restore: it keeps its current configuration (Sia's rule)
 };
 
 struct Params {
@@ -31,7 +32,7 @@ struct Params {
 
 struct Solution {
   std::vector<int> choice;  // per job: index into configs or -1
-  double objective = 0.0;   // sum of chosen (lambda_n - round(u^p, 2))
+  double objective = 0.0;   // sum of chosen (lambda_n - round(u^p, 2)), pinned jobs' bonus included
   bool by_cbc = false;
 };
 

@@ -17,7 +17,9 @@
 //    sum_j x_jc * round(u_jc^p, 2) + lambda_n * (jobs left without GPUs), p = -0.5,
 //    lambda_n = 1.1, GPU counts 1, 2, 4 and whole nodes. Solved exactly: the optimizer's
 //    multiple-choice knapsack solver (SolveMckp), and CBC (SolveWithCbc) on any epoch where
-//    that solver does not prove its plan optimal. A running job may be preempted (as in Sia).
+//    that solver does not prove its plan optimal. A running job may be preempted (as in Sia),
+//    except while its checkpoint-restore is under way: then it keeps its configuration (Sia's
+//    hard constraint).
 //  - "dp" (weights uniform or remaining = dp-srpt): the optimizer's dp policy on the same option
 //    tables, the weighted-sum objective; type-aware. Running jobs keep >= their base size. With
 //    HeteroConfig::exact its problem is solved to proven optimality as Sia's is.

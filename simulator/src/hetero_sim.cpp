@@ -235,7 +235,12 @@ Status HeteroEngine::PlanSia(double now, const std::vector<size_t>& active, std:
   p.time_budget_ms = c_.time_budget_ms;
   Result<sia::Solution> s = sia::Solve(in, cap, p);
   if (!s.ok()) return s.status();
-  ++(s.value().by_cbc ? local_stats_.solved_by_cbc : local_stats_.solved_by_mckp);
+  if (!s.value().proven) {
+    ++local_stats_.unproven;
+    local_stats_.cbc_error = s.value().cbc_error;
+  } else {
+    ++(s.value().by_cbc ? local_stats_.solved_by_cbc : local_stats_.solved_by_mckp);
+  }
   for (size_t k = 0; k < active.size(); ++k) {
     const int c = s.value().choice[k];
     if (c < 0) continue;
@@ -275,12 +280,18 @@ Result<opt::Plan> HeteroEngine::SolveExactly(const opt::Snapshot& snap, const op
   }
   Result<ExactMckp> e = SolveMckpExactly(problem, po.time_budget_ms);
   if (!e.ok()) return e.status();
-  if (e.value().by_cbc) ++local_stats_.solved_by_cbc;
-  else ++local_stats_.solved_by_mckp;
+  if (!e.value().proven) {
+    ++local_stats_.unproven;
+    local_stats_.cbc_error = e.value().cbc_error;
+  } else if (e.value().by_cbc) {
+    ++local_stats_.solved_by_cbc;
+  } else {
+    ++local_stats_.solved_by_mckp;
+  }
   opt::Plan plan;
   plan.policy = c_.policy;
   plan.method = e.value().by_cbc ? "cbc" : "mckp";
-  plan.exact = true;
+  plan.exact = e.value().proven;
   for (size_t j = 0; j < snap.jobs.size(); ++j) {
     opt::Assignment a;
     a.job_id = snap.jobs[j].id;

@@ -45,6 +45,8 @@ Result<Solution> Solve(const std::vector<JobInput>& jobs, const std::vector<int6
   Solution out;
   out.objective = e.value().objective;
   out.by_cbc = e.value().by_cbc;
+  out.proven = e.value().proven;
+  out.cbc_error = e.value().cbc_error;
   const std::vector<int32_t>& chosen = e.value().choice;
   out.choice.assign(jobs.size(), -1);
   for (size_t j = 0; j < jobs.size(); ++j) {

@@ -34,6 +34,8 @@ struct Solution {
   std::vector<int> choice;  // per job: index into configs or -1
   double objective = 0.0;   // sum of chosen (lambda_n - round(u^p, 2)), pinned jobs' bonus included
   bool by_cbc = false;
+  bool proven = true;     // false: CBC failed; the MCKP solver's plan (exact_mckp.h)
+  std::string cbc_error;
 };
 
 // Pollux's re-allocation factor as Sia uses it: 1 while age < cost, else

@@ -161,6 +161,11 @@ int RunHetero(const RunOptions& o, const SimConfig& config) {
   if (o.policy == "sia" || hc.exact) {
     extra["solves_mckp_exact"] = stats.solved_by_mckp;
     extra["solves_cbc"] = stats.solved_by_cbc;
+    extra["solves_unproven"] = stats.unproven;
+    if (stats.unproven > 0) {
+      std::cerr << "elastic-sim: warning: " << stats.unproven
+                << " epochs not proven optimal (CBC failed; the MCKP solver's plan was used): " << stats.cbc_error << "\n";
+    }
   } else {
     extra["solves_with_gap"] = stats.inexact_solves;
     extra["max_gap"] = stats.max_gap;

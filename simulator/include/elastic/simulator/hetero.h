@@ -91,6 +91,9 @@ struct HeteroStats {
   size_t solves = 0;
   size_t solved_by_mckp = 0;  // sia, exact dp: epochs whose plan the MCKP solver proved optimal
   size_t solved_by_cbc = 0;   // sia, exact dp: epochs solved by CBC instead
+  size_t unproven = 0;        // sia, exact dp: epochs where CBC was needed and failed (the MCKP
+                              // solver's plan was used)
+  std::string cbc_error;      // the last such failure
   size_t inexact_solves = 0;  // optimizer policies: epochs whose plan has a gap > 1e-9
   double max_gap = 0.0;       // the largest such gap
   std::vector<int> moves;     // per job: moves to another GPU type
@@ -98,8 +101,8 @@ struct HeteroStats {
 };
 
 // Runs one simulation. kInvalidArgument for a bad configuration, an unknown policy or a job
-// whose application lacks a profile; kInternal for an infeasible plan; kUnavailable when CBC is
-// needed and cannot run.
+// whose application lacks a profile; kInternal for an infeasible plan. Epochs where CBC was
+// needed and failed are counted in HeteroStats::unproven.
 Result<SimResult> SimulateHetero(const TypedApps& apps, const std::vector<JobSpec>& jobs, const HeteroConfig& config,
                                  HeteroStats* stats = nullptr);
 

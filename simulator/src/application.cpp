@@ -179,12 +179,14 @@ double Application::IterationsToFinish(int64_t batch) const {
 }
 
 Result<std::shared_ptr<const Application>> LoadApplication(const std::string& dir, const std::string& name,
-                                                           int epochs, int64_t max_local_batch_override) {
+                                                           int epochs, int64_t max_local_batch_override,
+                                                           const std::string& profile) {
   namespace fs = std::filesystem;
   auto app = std::make_shared<Application>();
   app->name = name;
+  const std::string tail = profile.empty() ? ".csv" : "-" + profile + ".csv";
   {
-    Result<csv::Table> t = csv::Read(dir + "/placements.csv");
+    Result<csv::Table> t = csv::Read(dir + "/placements" + tail);
     if (!t.ok()) return t.status();
     const csv::Table& tab = t.value();
     const int cp = tab.Column("placement"), cl = tab.Column("local_bsz"), cs = tab.Column("step_time"),
@@ -214,8 +216,8 @@ Result<std::shared_ptr<const Application>> LoadApplication(const std::string& di
       app->placements[NormalisePlacement(digits)].push_back({l.value(), s.value(), y.value()});
     }
   }
-  if (fs::exists(dir + "/scalability.csv")) {
-    Result<csv::Table> t = csv::Read(dir + "/scalability.csv");
+  if (fs::exists(dir + "/scalability" + tail)) {
+    Result<csv::Table> t = csv::Read(dir + "/scalability" + tail);
     if (!t.ok()) return t.status();
     const csv::Table& tab = t.value();
     const int cn = tab.Column("num_nodes"), cr = tab.Column("num_replicas"), cl = tab.Column("local_bsz"),

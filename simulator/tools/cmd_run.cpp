@@ -1,13 +1,16 @@
 // elastic-sim [run]: one simulation.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
 
 #include "cli.h"
 #include "elastic/common/cli_options.h"
 #include "elastic/optimizer/policy.h"
+#include "elastic/simulator/hetero.h"
 #include "elastic/simulator/metrics.h"
 #include "elastic/simulator/workload.h"
 
@@ -28,6 +31,9 @@ struct RunOptions {
   std::string philly_start;
   double philly_hours = 8.0;
   size_t philly_jobs = 0;
+  std::string cluster;
+  std::string sia_calibration = "on";
+  std::string solver = "policy";
 };
 
 std::string Usage() {
@@ -35,6 +41,7 @@ std::string Usage() {
          "       elastic-sim study [options]   (the reproduction study of docs/results.md; --help for its options)\n"
          "Replays a workload on a simulated GPU cluster with an optimizer policy in the loop.\n"
          "Policies: " + optimizer::PolicyNameList() + " (optimizer/), fifo (FIFO + EASY backfill).\n"
+         "With --cluster FILE (several GPU types, docs/simulator.md): sia, dp (type-aware), pollux, optimus (type-unaware).\n"
          "Exit codes: 0 ok, 1 internal error, 2 bad command line, 3 bad input.\n";
 }
 
@@ -46,6 +53,124 @@ void ProgressBar(double t, size_t done, size_t total) {
   std::fprintf(stderr, "\r[%s] %zu/%zu jobs  t=%.1f h ", bar.c_str(), done, total, t / 3600.0);
   if (done == total) std::fprintf(stderr, "\n");
   std::fflush(stderr);
+}
+
+int WriteResults(const RunOptions& o, const SimResult& r, nlohmann::json extra) {
+  const Summary s = Summarise(r, o.horizon_s);
+  if (!o.jobs_csv.empty()) {
+    std::ofstream f(o.jobs_csv);
+    f << JobsCsv(r);
+    if (!f) {
+      std::cerr << "elastic-sim: " << o.jobs_csv << ": cannot write\n";
+      return kExitBadInput;
+    }
+  }
+  if (!o.out_dir.empty()) {
+    Status st = WriteOutputs(r, s, o.out_dir, o.policy + " on " + o.workload);
+    if (!st.ok()) std::cerr << "elastic-sim: warning: " << st.message() << "\n";
+  }
+  if (o.json) {
+    nlohmann::json j = ToJson(s);
+    j["policy"] = o.policy;
+    j["workload"] = o.workload;
+    if (o.isolated) j["isolated"] = true;
+    for (auto& [k, v] : extra.items()) j[k] = v;
+    std::cout << j.dump() << "\n";
+  } else {
+    std::printf("policy %s, %zu jobs%s, %zu finished%s\n", o.policy.c_str(), s.jobs, o.isolated ? " each alone" : "",
+                s.jobs_finished, s.horizon_s > 0 ? " by the horizon" : "");
+    std::printf("JCT: average %.0f s, median %.0f s, p99 %.0f s\n", s.avg_jct_s, s.median_jct_s, s.p99_jct_s);
+    std::printf("makespan %.0f s, %.1f GPU-hours, utilisation %.1f%%, %.2f rescales per job\n", s.makespan_s,
+                s.gpu_hours, 100.0 * s.utilisation, s.rescales_per_job);
+  }
+  return kExitOk;
+}
+
+// --cluster FILE: the simulator on several GPU types (hetero.h).
+int RunHetero(const RunOptions& o, const SimConfig& config) {
+  if (o.format != "pollux") {
+    std::cerr << "elastic-sim: --cluster reads workloads in the pollux format only (Sia's workloads are), got --format "
+              << o.format << "\n";
+    return kExitUsage;
+  }
+  if (o.isolated) {
+    std::cerr << "elastic-sim: --isolated is not available with --cluster\n";
+    return kExitUsage;
+  }
+  if (config.rescale != RescaleMode::kRestart || config.model != ModelSource::kOracle || config.batch_frozen) {
+    std::cerr << "elastic-sim: with --cluster every change is a checkpoint-restart at the job's own cost, and the models "
+                 "are the oracle fits: drop --rescale, --model and --batch\n";
+    return kExitUsage;
+  }
+  if (o.sia_calibration != "on" && o.sia_calibration != "off") {
+    std::cerr << "elastic-sim: --sia-calibration: expected on or off, got '" << o.sia_calibration << "'\n";
+    return kExitUsage;
+  }
+  if (o.solver != "policy" && o.solver != "exact") {
+    std::cerr << "elastic-sim: --solver: expected policy or exact, got '" << o.solver << "'\n";
+    return kExitUsage;
+  }
+  Result<ClusterSpec> cluster = ReadClusterFile(o.cluster);
+  if (!cluster.ok()) {
+    std::cerr << "elastic-sim: " << cluster.status().message() << "\n";
+    return kExitBadInput;
+  }
+  std::vector<std::string> profiles;
+  for (const ClusterType& t : cluster.value().types) {
+    if (std::find(profiles.begin(), profiles.end(), t.profile) == profiles.end()) profiles.push_back(t.profile);
+  }
+  Result<TypedApps> apps = LoadTypedApplications(o.common.data_dir + "/sia-sosp23/traces", profiles);
+  if (!apps.ok()) {
+    std::cerr << "elastic-sim: " << apps.status().message() << "\n";
+    return kExitBadInput;
+  }
+  Result<std::vector<JobSpec>> jobs = ReadPolluxWorkload(o.workload, apps.value().at(profiles.front()));
+  if (!jobs.ok()) {
+    std::cerr << "elastic-sim: " << jobs.status().message() << "\n";
+    return kExitBadInput;
+  }
+  HeteroConfig hc;
+  hc.cluster = cluster.value();
+  hc.policy = o.policy;
+  hc.period_s = config.period_s;
+  hc.seed = config.seed;
+  hc.weights = config.weights;
+  hc.srpt_exponent = config.srpt_exponent;
+  hc.rescale_payback = config.rescale_payback;
+  hc.time_budget_ms = config.time_budget_ms;
+  hc.elastic_max_gpus = config.elastic_max_gpus;
+  hc.sia_calibration = o.sia_calibration == "on";
+  hc.exact = o.solver == "exact";
+  if (!o.quiet && isatty(STDERR_FILENO)) hc.progress = ProgressBar;
+  HeteroStats stats;
+  Result<SimResult> r = SimulateHetero(apps.value(), jobs.value(), hc, &stats);
+  if (!r.ok()) {
+    std::cerr << "elastic-sim: " << r.status().message() << "\n";
+    return r.status().kind() == ErrorKind::kInvalidArgument ? kExitUsage : kExitFailure;
+  }
+  nlohmann::json extra;
+  extra["cluster"] = o.cluster;
+  double moves = 0.0;
+  for (int m : stats.moves) moves += m;
+  extra["moves_per_job"] = stats.moves.empty() ? 0.0 : moves / static_cast<double>(stats.moves.size());
+  std::map<std::string, double> by_type;
+  for (const auto& m : stats.gpu_seconds_by_type) {
+    for (const auto& [t, s] : m) by_type[t] += s / 3600.0;
+  }
+  extra["gpu_hours_by_type"] = by_type;
+  if (o.policy == "sia" || hc.exact) {
+    extra["solves_mckp_exact"] = stats.solved_by_mckp;
+    extra["solves_cbc"] = stats.solved_by_cbc;
+    extra["solves_unproven"] = stats.unproven;
+    if (stats.unproven > 0) {
+      std::cerr << "elastic-sim: warning: " << stats.unproven
+                << " epochs not proven optimal (CBC failed; the MCKP solver's plan was used): " << stats.cbc_error << "\n";
+    }
+  } else {
+    extra["solves_with_gap"] = stats.inexact_solves;
+    extra["max_gap"] = stats.max_gap;
+  }
+  return WriteResults(o, r.value(), extra);
 }
 
 }  // namespace
@@ -70,7 +195,15 @@ int RunSimulation(const std::vector<std::string>& args) {
        "could finish by then)")
       ("philly-start", po::value(&o.philly_start), "philly: window start 'YYYY-MM-DD HH:MM:SS' (default: first job)")
       ("philly-hours", po::value(&o.philly_hours)->default_value(8.0), "philly: window length [h]")
-      ("philly-jobs", po::value(&o.philly_jobs)->default_value(0), "philly: sample this many jobs (0: all)");
+      ("philly-jobs", po::value(&o.philly_jobs)->default_value(0), "philly: sample this many jobs (0: all)")
+      ("cluster", po::value(&o.cluster),
+       "a cluster of several GPU types described by FILE (lines: NAME NODES GPUS_PER_NODE PROFILE); step times "
+       "from the Sia artifact (sia-sosp23/traces); replaces --nodes/--gpus-per-node")
+      ("solver", po::value(&o.solver)->default_value(o.solver),
+       "with --cluster, dp only: policy = the dp policy's own multi-type method, exact = proven optimal "
+       "(MCKP solver, CBC where it proves no optimum)")
+      ("sia-calibration", po::value(&o.sia_calibration)->default_value(o.sia_calibration),
+       "with --cluster: on = jobs run slower by Sia's calibration factors (as Sia's simulator), off = as measured");
   AddCommonOptions(desc, o.common);
   const elastic::cli::Prologue prologue{"elastic-sim", "\n" + Usage(), Usage(), ""};
   po::variables_map vm;
@@ -86,6 +219,7 @@ int RunSimulation(const std::vector<std::string>& args) {
   }
   SimConfig config = o.common.config;
   config.policy = o.policy;
+  if (!o.cluster.empty()) return RunHetero(o, config);
   Result<AppTable> apps = LoadPolluxApplications(o.common.data_dir + "/pollux-adaptdl-osdi21/traces");
   if (!apps.ok()) {
     std::cerr << "elastic-sim: " << apps.status().message() << "\n";
@@ -117,33 +251,7 @@ int RunSimulation(const std::vector<std::string>& args) {
     std::cerr << "elastic-sim: " << r.status().message() << "\n";
     return r.status().kind() == ErrorKind::kInvalidArgument ? kExitUsage : kExitFailure;
   }
-  const Summary s = Summarise(r.value(), o.horizon_s);
-  if (!o.jobs_csv.empty()) {
-    std::ofstream f(o.jobs_csv);
-    f << JobsCsv(r.value());
-    if (!f) {
-      std::cerr << "elastic-sim: " << o.jobs_csv << ": cannot write\n";
-      return kExitBadInput;
-    }
-  }
-  if (!o.out_dir.empty()) {
-    Status st = WriteOutputs(r.value(), s, o.out_dir, o.policy + " on " + o.workload);
-    if (!st.ok()) std::cerr << "elastic-sim: warning: " << st.message() << "\n";
-  }
-  if (o.json) {
-    nlohmann::json j = ToJson(s);
-    j["policy"] = o.policy;
-    j["workload"] = o.workload;
-    if (o.isolated) j["isolated"] = true;
-    std::cout << j.dump() << "\n";
-  } else {
-    std::printf("policy %s, %zu jobs%s, %zu finished%s\n", o.policy.c_str(), s.jobs, o.isolated ? " each alone" : "",
-                s.jobs_finished, s.horizon_s > 0 ? " by the horizon" : "");
-    std::printf("JCT: average %.0f s, median %.0f s, p99 %.0f s\n", s.avg_jct_s, s.median_jct_s, s.p99_jct_s);
-    std::printf("makespan %.0f s, %.1f GPU-hours, utilisation %.1f%%, %.2f rescales per job\n", s.makespan_s,
-                s.gpu_hours, 100.0 * s.utilisation, s.rescales_per_job);
-  }
-  return kExitOk;
+  return WriteResults(o, r.value(), nlohmann::json::object());
 }
 
 }  // namespace elastic::simulator::cli

@@ -90,8 +90,12 @@ std::string NormalisePlacement(const std::vector<int>& gpus_per_node);
 
 // Reads one application folder (placements.csv, scalability.csv, validation-*.csv).
 // Errors name the file and line: "DIR/placements.csv:3: expected 4 fields, got 2".
+// A non-empty `profile` reads the step times of that GPU type instead: placements-PROFILE.csv
+// and scalability-PROFILE.csv (the Sia artifact's per-type files; the training curves are
+// the same on every type).
 Result<std::shared_ptr<const Application>> LoadApplication(const std::string& dir, const std::string& name,
-                                                           int epochs, int64_t max_local_batch_override = 0);
+                                                           int epochs, int64_t max_local_batch_override = 0,
+                                                           const std::string& profile = "");
 
 // The six Pollux applications with the artifact's epochs (bert 2, cifar10 100, ncf 10,
 // imagenet 90, deepspeech2 80, yolov3 50 with max local batch 8) from `traces_dir`.

@@ -1,10 +1,11 @@
-// The several-types MCKP: the Lagrangian bound (mckp_dual.cpp), each job on the type it is best
+// The several-types MCKP (where the exact DP of mckp_multitype_exact.cpp is too large): the Lagrangian bound (mckp_dual.cpp), each job on the type it is best
 // on at the multipliers, one single-type solve per type (mckp.cpp), then jobs left pending
 // fill the capacity left on any type.
 #include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <utility>
 
 #include "mckp_dual.h"
@@ -13,6 +14,7 @@
 namespace elastic::optimizer::mckp_internal {
 
 MckpSolution SolveMultiType(const MckpProblem& p, const MckpSettings& settings, Clock::time_point start) {
+  if (std::optional<MckpSolution> exact = SolveMultiTypeExactly(p, settings, start)) return *std::move(exact);
   const size_t types = p.capacity.size();
   const size_t n = p.num_jobs();
   MckpSolution out;

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,7 +55,13 @@ struct RowsSolution {
 RowsSolution SolveRows(const Rows& rows, int64_t cap, const MckpSettings& settings, double budget_ms,
                        double& bound, bool& exact, std::string& method);
 
-// Several GPU types (mckp_multitype.cpp): Lagrangian bound, per-type solves, repair.
+// Several GPU types (mckp_multitype.cpp): the exact DP over the types' combined capacities where
+// it is small enough (below), else Lagrangian bound, per-type solves, repair.
 MckpSolution SolveMultiType(const MckpProblem& p, const MckpSettings& settings, Clock::time_point start);
+
+// The exact DP over every combination of GPUs used per type (mckp_multitype_exact.cpp); nullopt
+// when the combinations exceed settings.max_type_states, the memory cap or half the time left.
+std::optional<MckpSolution> SolveMultiTypeExactly(const MckpProblem& p, const MckpSettings& settings,
+                                                  Clock::time_point start);
 
 }  // namespace elastic::optimizer::mckp_internal

@@ -47,6 +47,10 @@ struct MckpSettings {
   // Jobs in the core DP of the LP-based method (around the LP break point).
   size_t core_jobs = 400;
   bool force_exact = false;  // single type: always run the exact DP (tests, oracles)
+  // Several types: one exact DP over every combination of GPUs used per type when there are at
+  // most this many combinations (and it fits the memory cap and half the time budget); above it,
+  // or with 0, the Lagrangian method.
+  size_t max_type_states = size_t{1} << 21;
 };
 
 struct MckpSolution {

@@ -5,19 +5,17 @@
 #include <sys/wait.h>
 #include <csignal>
 
-#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <tuple>
 
 extern "C" {
-#include <slurm/slurm.h>
-#include <slurm/slurm_errno.h>
 #include <slurm/slurmdb.h>
 }
 
 #include "elastic/common/gres.h"
 #include "elastic/common/log.h"
+#include "elastic/slurm_api/slurm_api.h"
 
 namespace elastic::controller {
 namespace {
@@ -38,15 +36,7 @@ class Timed {
   std::chrono::steady_clock::time_point t0_;
 };
 
-// The error of the last failed libslurm call: slurm_get_errno() until Slurm 24.05; Slurm 24.11
-// removed it, and its calls set errno.
-int SlurmErrno() {
-#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(24, 11, 0)
-  return errno;
-#else
-  return slurm_get_errno();
-#endif
-}
+using slurm_api::SlurmErrno;
 
 Status SlurmError(const std::string& what) {
   int err = SlurmErrno();

@@ -6,6 +6,8 @@
 #include <limits>
 #include <set>
 #include <sstream>
+#include <string>
+#include <string_view>
 
 #include "elastic/optimizer/goodput.h"
 
@@ -36,9 +38,12 @@ const json* Find(const json& obj, const char* key) {
   return it == obj.end() ? nullptr : &*it;
 }
 
-const json& Need(const json& obj, const std::string& path, const char* key) {
+// The paths of the two functions that return a reference into their argument are string views:
+// a path built in the call (a temporary string) then does not look, to gcc 14's
+// -Wdangling-reference, like what the reference could point into.
+const json& Need(const json& obj, std::string_view path, const char* key) {
   const json* v = Find(obj, key);
-  if (!v) Fail(path, std::string("missing key '") + key + "'");
+  if (!v) Fail(std::string(path), std::string("missing key '") + key + "'");
   return *v;
 }
 
@@ -65,8 +70,8 @@ std::string GetString(const json& v, const std::string& path) {
   return v.get<std::string>();
 }
 
-const json& GetArray(const json& v, const std::string& path) {
-  if (!v.is_array()) Fail(path, "expected an array");
+const json& GetArray(const json& v, std::string_view path) {
+  if (!v.is_array()) Fail(std::string(path), "expected an array");
   return v;
 }
 

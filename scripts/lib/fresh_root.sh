@@ -2,22 +2,29 @@
 #
 # What a centre's engineer does first, on a machine that has nothing installed: from a clean
 # `git archive` of HEAD, inside a new minimal Debian root made by debootstrap, run the README's
-# quick start exactly as written (the commands of its first code block, as root, from the
-# source directory), then build with the README's preset and run the unit tests. The root has
-# its own PID and mount namespaces: when the check ends, the kernel ends every process it
-# started, and its mounts go with it. It shares the host's network (apt needs Debian's
+# set-up exactly as written (as root, from the source directory), then build with the README's
+# preset and run the unit tests. On Debian 12 (bookworm) the set-up is the quick start (the
+# commands of its first code block: the demo, which installs, builds and grows and shrinks
+# jobs); on Debian 13 (trixie), whose Open MPI 5 has no ompi-server for the demo's rendezvous
+# yet, it is the first command of "Working with the local cluster" (scripts/bootstrap). The
+# root has its own PID and mount namespaces: when the check ends, the kernel ends every process
+# it started, and its mounts go with it. It shares the host's network (apt needs Debian's
 # mirror); its cluster uses ports from FRESH_PORT_BASE, apart from the host's suite (16800 for
 # the demo, 26800 for the tests).
 #
-# Cached between runs: only the bare debootstrap base (no package of the project's), as a tar
-# file in FRESH_CACHE. Everything else is made anew every run and deleted afterwards (unless
-# --keep-root).
+# Cached between runs: only the bare debootstrap base of each release (no package of the
+# project's), as a tar file in FRESH_CACHE. Everything else is made anew every run and deleted
+# afterwards (unless --keep-root).
 
 FRESH_CACHE=${ELASTIC_FRESH_CACHE:-/var/cache/elastic-slurm/fresh-root}
 FRESH_PORT_BASE=${ELASTIC_FRESH_PORT_BASE:-36800}
 FRESH_TIMEOUT=${ELASTIC_FRESH_TIMEOUT:-3000}   # seconds for everything inside the root
-# The unit tests after the quick start: the README's build and test lines.
+# The unit tests after the set-up: the README's build and test lines.
 FRESH_UNIT_TESTS='cmake --preset default && cmake --build --preset default && ctest --test-dir build -L unit'
+# The releases the project supports (scripts/bootstrap installs their packages), and those whose
+# set-up is the README's quick start (the demo).
+FRESH_RELEASES=(bookworm trixie)
+FRESH_DEMO_RELEASES=(bookworm)
 
 fresh_say() { printf 'fresh-root: %s\n' "$*"; }
 
@@ -35,11 +42,21 @@ fresh_mirror() {
   echo "${uri:-http://deb.debian.org/debian}"
 }
 
-# The README's quick start: the lines of the first code block after "## Quick start".
-fresh_quick_start() {
-  awk '/^## Quick start/ {q = 1; next}
+# fresh_readme_block FILE HEADING: the command lines of the first code block after the line that
+# starts with HEADING, without their comments.
+fresh_readme_block() {
+  awk -v heading="$2" 'index($0, heading) == 1 {q = 1; next}
        q && /^```/ {if (inblock) exit; inblock = 1; next}
-       inblock && NF {print}' "$1"
+       inblock && NF {sub(/[ \t]+#.*$/, ""); print}' "$1"
+}
+
+# fresh_setup RELEASE README: the README's set-up commands for RELEASE (see the top of this file).
+fresh_setup() {
+  local r
+  for r in "${FRESH_DEMO_RELEASES[@]}"; do
+    if [[ $r == "$1" ]]; then fresh_readme_block "$2" "## Quick start"; return; fi
+  done
+  fresh_readme_block "$2" "## Working with the local cluster" | head -n 1
 }
 
 # fresh_base RELEASE: the cached bare root of RELEASE (made with debootstrap when missing).
@@ -79,9 +96,12 @@ fresh_check() {
   local release=$1 repo=$2 keep_root=$3 base work root mirror security status t0=$SECONDS
   local quick log
   [[ $(id -u) == 0 ]] || { echo "fresh-root: needs root (debootstrap, chroot, namespaces)" >&2; return 1; }
-  [[ $release =~ ^[a-z]+$ ]] || { echo "fresh-root: '$release' is not a Debian release name (e.g. bookworm)" >&2; return 2; }
-  quick=$(fresh_quick_start "$repo/README.md")
-  [[ -n $quick ]] || { echo "fresh-root: README.md has no code block under '## Quick start'" >&2; return 1; }
+  if [[ " ${FRESH_RELEASES[*]} " != *" $release "* ]]; then
+    echo "fresh-root: '$release' is not a Debian release the project supports: give one of ${FRESH_RELEASES[*]}" >&2
+    return 2
+  fi
+  quick=$(fresh_setup "$release" "$repo/README.md")
+  [[ -n $quick ]] || { echo "fresh-root: README.md has no set-up code block for $release (see scripts/lib/fresh_root.sh)" >&2; return 1; }
 
   fail_step "fresh-root: the bare $release base"
   base=$(fresh_base "$release")
@@ -119,7 +139,7 @@ SRC
   install -d -m 755 "$root/root/elastic-slurm"
   git -C "$repo" archive --format=tar HEAD | tar -C "$root/root/elastic-slurm" -xf -
   fresh_say "root $root ($release, from $base); source: $(git -C "$repo" rev-parse --short HEAD)"
-  fresh_say "inside: the README's quick start:"
+  fresh_say "inside: the README's set-up for $release:"
   sed 's/^/    /' <<<"$quick"
   fresh_say "then the unit tests: $FRESH_UNIT_TESTS"
   fresh_say "log: $log (cluster ports from $FRESH_PORT_BASE)"
@@ -131,15 +151,15 @@ set -o pipefail
 cd /root/elastic-slurm
 t0=\$SECONDS
 phase() { printf '\\nfresh-root: == %s (at %d s)\\n' "\$1" "\$((SECONDS - t0))"; }
-phase "quick start (README.md)"
-$(while IFS= read -r line; do printf '%s || { echo "fresh-root: FAILED: the quick start command %q exited with status $?" >&2; exit 1; }\n' "$line" "$line"; done <<<"$quick")
+phase "set-up (README.md)"
+$(while IFS= read -r line; do printf '%s || { echo "fresh-root: FAILED: the set-up command %q exited with status $?" >&2; exit 1; }\n' "$line" "$line"; done <<<"$quick")
 phase "unit tests"
 $FRESH_UNIT_TESTS || { echo "fresh-root: FAILED: the unit tests (exit \$?)" >&2; exit 1; }
 phase "done"
 SH
   chmod 755 "$root/root/fresh-check.sh"
 
-  fail_step "fresh-root: the quick start and the unit tests inside the root"
+  fail_step "fresh-root: the set-up and the unit tests inside the root"
   status=0
   timeout --kill-after=30 "$FRESH_TIMEOUT" \
     unshare --pid --fork --kill-child --mount --propagation private -- /bin/bash -c '

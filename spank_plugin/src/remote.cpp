@@ -15,6 +15,7 @@
 #include "elastic/common/job_contract.h"
 #include "elastic/common/log.h"
 #include "elastic/common/wire.h"
+#include "elastic/slurm_api/slurm_api.h"
 #include "plugin_state.h"
 
 namespace elastic::spank {
@@ -38,7 +39,7 @@ Result<JobRecord> LoadJob(uint32_t job_id) {
   job_info_msg_t* msg = nullptr;
   if (slurm_load_job(&msg, job_id, SHOW_DETAIL) != SLURM_SUCCESS || msg == nullptr) {
     return Status(ErrorKind::kUnavailable, "cannot read job " + std::to_string(job_id) + " from slurmctld: " +
-                                               slurm_strerror(slurm_get_errno()));
+                                               slurm_strerror(slurm_api::SlurmErrno()));
   }
   if (msg->record_count < 1) {
     slurm_free_job_info_msg(msg);

@@ -30,6 +30,7 @@
 #include "elastic/optimizer/instances.h"
 #include "elastic/optimizer/mckp.h"
 #include "elastic/optimizer/policy.h"
+#include "gbench_run.h"
 
 namespace {
 
@@ -128,7 +129,7 @@ nlohmann::json Checked(const benchmark::BenchmarkReporter::Run& r, double factor
                       {"iterations", static_cast<long long>(r.iterations)},
                       {"real_ms", real_ms}, {"cpu_ms", cpu_ms}, {"time_budget_ms", kTimeBudgetMs}};
   std::vector<bench::TargetCheck> checks{
-      bench::Check("real_ms", r.error_occurred ? std::nan("") : real_ms, bench::Bound::kAtMost, kTimeBudgetMs, factor)};
+      bench::Check("real_ms", bench::RunFailed(r) ? std::nan("") : real_ms, bench::Bound::kAtMost, kTimeBudgetMs, factor)};
   if (args.size() >= 2) {
     line["jobs"] = args[0];
     line["gpus"] = args[1];
@@ -142,7 +143,7 @@ nlohmann::json Checked(const benchmark::BenchmarkReporter::Run& r, double factor
     const double limit = args[2] > 1 ? kMultiTypeGap : args[1] <= kExactUpToGpus ? 0.0 : kLpCoreGap;
     checks.push_back(bench::Check("gap", gap, bench::Bound::kAtMost, limit, factor));
   }
-  if (r.error_occurred) line["error"] = r.error_message;
+  if (bench::RunFailed(r)) line["error"] = bench::RunError(r);
   bench::AddChecks(line, checks, factor);
   if (const std::string m = bench::Missed(checks); !m.empty()) {
     missed += (missed.empty() ? "" : "; ") + name + ": " + m;

@@ -13,6 +13,8 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -324,11 +326,11 @@ ReportOptions Day(GroupBy by = GroupBy::kAccount) {
   return o;
 }
 
-const GroupRow& Row(const Report& r, const std::string& key) {
+const GroupRow& Row(const Report& r, std::string_view key) {
   for (const auto& g : r.groups) {
     if (g.group == key) return g;
   }
-  throw std::runtime_error("no group " + key);
+  throw std::runtime_error("no group " + std::string(key));
 }
 
 TEST(ReportAggregate, ByAccountMatchesHandComputedFigures) {

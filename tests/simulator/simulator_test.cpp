@@ -7,6 +7,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <string_view>
 
 #include "elastic/simulator/application.h"
 #include "elastic/simulator/metrics.h"
@@ -49,11 +50,11 @@ SimConfig TinyCluster(const std::string& policy) {
   return c;
 }
 
-const JobResult& Find(const SimResult& r, const std::string& name) {
+const JobResult& Find(const SimResult& r, std::string_view name) {
   for (const JobResult& j : r.jobs) {
     if (j.name == name) return j;
   }
-  throw std::runtime_error("no job " + name);
+  throw std::runtime_error("no job " + std::string(name));
 }
 
 // The "flat" profile: step 1.0 s on 1 GPU, 1.2 s on 2 GPUs, 1.5 s on 4 (2 nodes), local batch 8,

@@ -29,6 +29,17 @@ _MESSAGE_BYTES = 1024
 _world = None  # the process's World (one per process)
 
 
+def _tcp_store(host, port, size, is_master, timeout, **kwargs):
+    """dist.TCPStore with the store server PyTorch has everywhere. PyTorch 2.4 and later ask for
+    a libuv-based server by default, which Debian 13's PyTorch 2.6 is built without ("use_libuv was
+    requested but PyTorch was build without libuv support"); Debian 12's PyTorch 1.13 has no
+    use_libuv argument (TypeError) and only the classic server."""
+    try:
+        return dist.TCPStore(host, port, size, is_master, timeout, use_libuv=False, **kwargs)
+    except TypeError:
+        return dist.TCPStore(host, port, size, is_master, timeout, **kwargs)
+
+
 class World:
     """The process's session and the torch.distributed default group of its current world."""
 
@@ -65,7 +76,7 @@ class World:
         rank, size = session.rank, session.size
         message = np.zeros(_MESSAGE_BYTES, dtype=np.uint8)
         if rank == 0:
-            self.store = dist.TCPStore(self.store_host, 0, size, True, self.timeout, wait_for_workers=False)
+            self.store = _tcp_store(self.store_host, 0, size, True, self.timeout, wait_for_workers=False)
             text = f"{self.store_host} {self.store.port} {int(bool(handover))} {self.generation + 1}".encode()
             if len(text) >= _MESSAGE_BYTES:
                 raise ValueError(f"elastic_mpi.torch: store host name too long: {self.store_host!r}")
@@ -75,7 +86,7 @@ class World:
         port, handover, self.generation = int(port), flag == "1", int(generation)
         if rank != 0:
             try:
-                self.store = dist.TCPStore(host, port, size, False, self.timeout)
+                self.store = _tcp_store(host, port, size, False, self.timeout)
             except RuntimeError as e:
                 raise RuntimeError(
                     f"elastic_mpi.torch: rank {rank} cannot reach the process group's store at {host}:{port}, "

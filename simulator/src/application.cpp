@@ -272,21 +272,21 @@ Result<std::shared_ptr<const Application>> LoadApplication(const std::string& di
   return std::shared_ptr<const Application>(std::move(app));
 }
 
+const std::vector<AppSpec>& PolluxAppSpecs() {
+  static const std::vector<AppSpec> specs = {{"bert", 2, 0},      {"cifar10", 100, 0},    {"ncf", 10, 0},
+                                             {"imagenet", 90, 0}, {"deepspeech2", 80, 0}, {"yolov3", 50, 8}};
+  return specs;
+}
+
 Result<AppTable> LoadPolluxApplications(const std::string& traces_dir) {
-  struct Spec {
-    const char* name;
-    int epochs;
-    int64_t max_local;
-  };
-  static const Spec kSpecs[] = {{"bert", 2, 0},         {"cifar10", 100, 0},     {"ncf", 10, 0},
-                                {"imagenet", 90, 0},    {"deepspeech2", 80, 0},  {"yolov3", 50, 8}};
+  const std::vector<AppSpec>& kSpecs = PolluxAppSpecs();
   // One thread per application: loading is dominated by the oracle fit.
-  constexpr size_t kApps = std::size(kSpecs);
+  const size_t kApps = kSpecs.size();
   std::vector<Result<std::shared_ptr<const Application>>> loaded(kApps, Status(ErrorKind::kInternal, "not loaded"));
   std::vector<std::thread> threads;
   for (size_t i = 0; i < kApps; ++i) {
     threads.emplace_back([&, i]() {
-      const Spec& s = kSpecs[i];
+      const AppSpec& s = kSpecs[i];
       loaded[i] = LoadApplication(traces_dir + "/" + s.name, s.name, s.epochs, s.max_local);
     });
   }

@@ -6,12 +6,12 @@
 #include <cmath>
 #include <limits>
 #include <memory>
-#include <thread>
 
 #include "elastic/optimizer/goodput.h"
 #include "elastic/optimizer/policy.h"
 #include "elastic/simulator/hetero.h"
 #include "exact_mckp.h"
+#include "node_fill.h"
 #include "sia_policy.h"
 
 namespace elastic::simulator {
@@ -439,34 +439,7 @@ void HeteroEngine::Place(size_t t, const std::vector<std::pair<size_t, int>>& wa
   std::stable_sort(grow.begin(), grow.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
   for (auto [i, need] : grow) {
     HJob& j = jobs_[i];
-    for (size_t n = 0; n < j.alloc.size() && need > 0; ++n) {
-      if (j.alloc[n] > 0) {
-        const int take = std::min(need, free_gpus[n]);
-        j.alloc[n] += take;
-        free_gpus[n] -= take;
-        need -= take;
-      }
-    }
-    for (size_t n = 0; n < free_gpus.size() && need >= gpn; ++n) {
-      if (free_gpus[n] == gpn) {
-        j.alloc[n] += gpn;
-        free_gpus[n] = 0;
-        need -= gpn;
-      }
-    }
-    while (need > 0) {
-      int best = -1;
-      for (size_t n = 0; n < free_gpus.size(); ++n) {
-        if (free_gpus[n] >= need && (best < 0 || free_gpus[n] < free_gpus[static_cast<size_t>(best)])) best = static_cast<int>(n);
-      }
-      if (best < 0) best = static_cast<int>(std::max_element(free_gpus.begin(), free_gpus.end()) - free_gpus.begin());
-      const auto b = static_cast<size_t>(best);
-      const int take = std::min(need, free_gpus[b]);
-      if (take <= 0) break;  // cannot happen: the plan fits the type's capacity
-      j.alloc[b] += take;
-      free_gpus[b] -= take;
-      need -= take;
-    }
+    GrowOnNodes(j.alloc, free_gpus, need, gpn);
   }
 }
 
@@ -619,60 +592,6 @@ Result<SimResult> HeteroEngine::Run() {
 }
 
 }  // namespace
-
-double RestartCostS(const std::string& app) {
-  if (app == "deepspeech2") return 25.0;
-  if (app == "imagenet") return 250.0;
-  if (app == "cifar10") return 30.0;
-  if (app == "bert") return 120.0;
-  if (app == "yolov3") return 45.0;
-  return 30.0;
-}
-
-double SiaSlowdown(const std::string& app) {
-  if (app == "cifar10") return 1.8;
-  if (app == "ncf") return 1.5;
-  if (app == "imagenet" || app == "yolov3" || app == "bert" || app == "deepspeech2") return 1.2;
-  return 1.0;
-}
-
-double ChangeCostS(const std::string& app, int from_type, int from_gpus, int to_type, int to_gpus) {
-  if (to_gpus <= 0) return 0.0;
-  if (from_gpus == to_gpus && from_type == to_type) return 0.0;
-  return RestartCostS(app);
-}
-
-Result<TypedApps> LoadTypedApplications(const std::string& traces_dir, const std::vector<std::string>& profiles) {
-  struct Spec {
-    const char* name;
-    int epochs;
-    int64_t max_local;
-  };
-  static const Spec kSpecs[] = {{"bert", 2, 0},      {"cifar10", 100, 0},    {"ncf", 10, 0},
-                                {"imagenet", 90, 0}, {"deepspeech2", 80, 0}, {"yolov3", 50, 8}};
-  std::vector<std::pair<std::string, const Spec*>> work;
-  for (const std::string& p : profiles) {
-    for (const Spec& s : kSpecs) work.emplace_back(p, &s);
-  }
-  std::vector<Result<std::shared_ptr<const Application>>> loaded(work.size(), Status(ErrorKind::kInternal, "not loaded"));
-  // Loading is dominated by the oracle fits: two threads at a time.
-  for (size_t base = 0; base < work.size(); base += 2) {
-    std::vector<std::thread> threads;
-    for (size_t i = base; i < std::min(work.size(), base + 2); ++i) {
-      threads.emplace_back([&, i]() {
-        const Spec& s = *work[i].second;
-        loaded[i] = LoadApplication(traces_dir + "/" + s.name, s.name, s.epochs, s.max_local, work[i].first);
-      });
-    }
-    for (std::thread& t : threads) t.join();
-  }
-  TypedApps apps;
-  for (size_t i = 0; i < work.size(); ++i) {
-    if (!loaded[i].ok()) return loaded[i].status();
-    apps[work[i].first][work[i].second->name] = loaded[i].value();
-  }
-  return apps;
-}
 
 Result<SimResult> SimulateHetero(const TypedApps& apps, const std::vector<JobSpec>& jobs, const HeteroConfig& config,
                                  HeteroStats* stats) {

@@ -14,6 +14,7 @@
 
 #include "elastic/optimizer/goodput.h"
 #include "elastic/optimizer/policy.h"
+#include "node_fill.h"
 
 namespace elastic::simulator {
 namespace {
@@ -409,34 +410,7 @@ void Engine::Place(const std::vector<int>& new_gpus, const std::vector<size_t>& 
     SimJob& j = jobs_[active[k]];
     int need = new_gpus[k];
     for (int g : j.alloc) need -= g;
-    for (size_t n = 0; n < j.alloc.size() && need > 0; ++n) {
-      if (j.alloc[n] > 0) {
-        const int take = std::min(need, free_gpus[n]);
-        j.alloc[n] += take;
-        free_gpus[n] -= take;
-        need -= take;
-      }
-    }
-    for (size_t n = 0; n < free_gpus.size() && need >= gpn; ++n) {
-      if (free_gpus[n] == gpn) {
-        j.alloc[n] += gpn;
-        free_gpus[n] = 0;
-        need -= gpn;
-      }
-    }
-    while (need > 0) {
-      int best = -1;
-      for (size_t n = 0; n < free_gpus.size(); ++n) {
-        if (free_gpus[n] >= need && (best < 0 || free_gpus[n] < free_gpus[static_cast<size_t>(best)])) best = static_cast<int>(n);
-      }
-      if (best < 0) best = static_cast<int>(std::max_element(free_gpus.begin(), free_gpus.end()) - free_gpus.begin());
-      const auto b = static_cast<size_t>(best);
-      const int take = std::min(need, free_gpus[b]);
-      if (take <= 0) break;  // cannot happen: the plan fits the capacity
-      j.alloc[b] += take;
-      free_gpus[b] -= take;
-      need -= take;
-    }
+    GrowOnNodes(j.alloc, free_gpus, need, gpn);
   }
 }
 

@@ -98,7 +98,17 @@ Result<std::shared_ptr<const Application>> LoadApplication(const std::string& di
                                                            const std::string& profile = "");
 
 // The six Pollux applications with the artifact's epochs (bert 2, cifar10 100, ncf 10,
-// imagenet 90, deepspeech2 80, yolov3 50 with max local batch 8) from `traces_dir`.
+// imagenet 90, deepspeech2 80, yolov3 50 with max local batch 8): their folder names under a
+// traces directory (the Pollux and the Sia artifacts alike), epochs to finish, and the maximum
+// local batch where the artifact's placements allow more than the model does (0: as measured).
+struct AppSpec {
+  const char* name;
+  int epochs;
+  int64_t max_local;
+};
+const std::vector<AppSpec>& PolluxAppSpecs();
+
+// Those six from `traces_dir`.
 using AppTable = std::map<std::string, std::shared_ptr<const Application>>;
 Result<AppTable> LoadPolluxApplications(const std::string& traces_dir);
 

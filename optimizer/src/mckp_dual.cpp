@@ -410,7 +410,8 @@ DualSolution MinimiseDual(const MckpProblem& p, double budget_ms, Clock::time_po
   // 1. A start: from the scalar bisection, and on a large instance then Newton steps on a
   //    sample of about kSampleJobs jobs (passes over the whole cost 1 / stride as much).
   //    The first kMinIterations Newton iterations (on the sample, and on the whole) run even
-  //    past the budget: bounded work (about 4 passes over the items each) without which the
+  //    past the budget: bounded work (at most 16 passes over the items each: the differences
+  //    and up to 12 halvings; the start's bisection, up to 24 passes) without which the
   //    multipliers of a machine short of CPU could be far from the minimum.
   constexpr size_t kSampleJobs = 8192;
   constexpr int kMinIterations = 4;

@@ -72,10 +72,10 @@ std::optional<MckpSolution> SolveMultiTypeExactly(const MckpProblem& p, const Mc
   }
 
   // coord[t][s]: the units of type t used in state s.
-  std::vector<std::vector<uint16_t>> coord(types, std::vector<uint16_t>(states));
+  std::vector<std::vector<uint32_t>> coord(types, std::vector<uint32_t>(states));
   for (size_t t = 0; t < types; ++t) {
     for (size_t s = 0; s < states; ++s) {
-      coord[t][s] = static_cast<uint16_t>((static_cast<int64_t>(s) / stride[t]) % radix[t]);
+      coord[t][s] = static_cast<uint32_t>((static_cast<int64_t>(s) / stride[t]) % radix[t]);
     }
   }
   std::vector<double> best(states, 0.0), next(states);
@@ -86,7 +86,7 @@ std::optional<MckpSolution> SolveMultiTypeExactly(const MckpProblem& p, const Mc
     const auto& cs = jobs[order[r]];
     for (size_t k = 0; k < cs.size(); ++k) {
       const TypedCand& c = cs[k];
-      const uint16_t* have = coord[c.type].data();
+      const uint32_t* have = coord[c.type].data();
       const auto shift = static_cast<size_t>(c.units * stride[c.type]);
       for (size_t s = shift; s < states; ++s) {
         if (have[s] < c.units) continue;

@@ -15,7 +15,7 @@ namespace elastic::simulator {
 struct ExactMckp {
   std::vector<int32_t> choice;  // per job: item index or -1
   double objective = 0.0;
-  bool by_cbc = false;  // the MCKP solver's plan was not proven optimal; CBC's was used
+  bool by_cbc = false;  // the MCKP solver's plan was not proven optimal; CBC proved the optimum (its plan is used unless the MCKP plan is as good within CBC's tolerance)
   bool proven = true;   // false: CBC was needed and failed; the MCKP solver's plan (with its gap)
   std::string cbc_error;  // why CBC failed
 };

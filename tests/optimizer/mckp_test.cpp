@@ -51,6 +51,10 @@ TEST(Mckp, LpCorePathIsFeasibleAndBracketsTheOptimum) {
 }
 
 TEST(Mckp, MultiTypeIsFeasibleAndItsBoundIsValid) {
+  // Both methods for several types: the exact DP over the types' combined capacities (these
+  // instances are small enough for it) and the Lagrangian method (max_type_states = 0).
+  MckpSettings lagrangian;
+  lagrangian.max_type_states = 0;
   std::mt19937_64 rng(13);
   for (int trial = 0; trial < 300; ++trial) {
     const int types = 2 + trial % 2;
@@ -58,8 +62,13 @@ TEST(Mckp, MultiTypeIsFeasibleAndItsBoundIsValid) {
     const double opt = BruteForce(p);
     const MckpSolution s = SolveMckp(p);
     ASSERT_EQ(CheckChoice(p, s.choice, s.objective), "") << "trial " << trial;
-    EXPECT_LE(s.objective, opt + 1e-9);
-    EXPECT_GE(s.bound, opt - 1e-7) << "trial " << trial;
+    EXPECT_NEAR(s.objective, opt, 1e-9) << "trial " << trial;
+    EXPECT_TRUE(s.exact) << "trial " << trial << ": " << s.method;
+    const MckpSolution l = SolveMckp(p, lagrangian);
+    ASSERT_EQ(CheckChoice(p, l.choice, l.objective), "") << "trial " << trial;
+    EXPECT_LE(l.objective, opt + 1e-9);
+    EXPECT_GE(l.bound, opt - 1e-7) << "trial " << trial;
+    EXPECT_NE(l.method, "exact-dp-types");
   }
 }
 
@@ -185,6 +194,32 @@ TEST(MckpVsCbc, MultiTypeWithinOnePercentWithAValidBound) {
     const double opt = cbc.value().objective;
     EXPECT_GE(dp.objective, 0.99 * opt) << "seed " << seed;
     EXPECT_GE(dp.bound, opt - 1e-7 * opt) << "seed " << seed;
+  }
+}
+
+// Sia's cluster (16 + 24 + 24 GPUs, 10,625 combinations) with 40 jobs: the exact DP over the
+// types, proven optimal, equals cbc's optimum.
+TEST(MckpVsCbc, SeveralTypesOnASmallClusterAreSolvedExactly) {
+  std::mt19937_64 rng(5);
+  for (int trial = 0; trial < 3; ++trial) {
+    MckpProblem p;
+    p.capacity = {16, 24, 24};
+    std::uniform_real_distribution<double> value(0.1, 10.0);
+    for (int j = 0; j < 40; ++j) {
+      std::vector<MckpItem> items;
+      for (int32_t t = 0; t < 3; ++t) {
+        for (int32_t g : {1, 2, 4, 8}) items.push_back({t, g, value(rng) * std::sqrt(static_cast<double>(g))});
+      }
+      p.AddJob(items);
+    }
+    const MckpSolution dp = SolveMckp(p);
+    ASSERT_EQ(CheckChoice(p, dp.choice, dp.objective), "");
+    EXPECT_EQ(dp.method, "exact-dp-types");
+    EXPECT_TRUE(dp.exact);
+    Result<CbcResult> cbc = SolveWithCbc(p, 60.0);
+    ASSERT_TRUE(cbc.ok()) << cbc.status().ToString();
+    ASSERT_TRUE(cbc.value().optimal);
+    EXPECT_NEAR(dp.objective, cbc.value().objective, 1e-7 * cbc.value().objective) << "trial " << trial;
   }
 }
 

@@ -225,6 +225,33 @@ class FusedEquivalenceTest(unittest.TestCase):
             from elastic_mpi.fused.layers import _fuse
             _fuse([nn.Linear(2, 2), nn.ReLU()])
 
+    def test_ignored_targets_and_momentum_free_checkpoints(self):
+        # Targets with torch's ignore_index (-100) average over the rest, as F.cross_entropy does;
+        # a trial without momentum has no momentum buffer in its torch state_dict, whatever the
+        # other trials have, and stopped trials stay stopped when the sweep is fused again.
+        hp = [{"lr": 0.1, "momentum": 0.9}, {"lr": 0.05}]
+        trials = FusedTrials([mlp(s) for s in (1, 2)], hp)
+        models, opts = separate(mlp, (1, 2), hp, "sgd")
+        x, y = data((16,), 4, 3)
+        y[::5] = -100
+        for i in range(3):
+            xb, yb = x[i * BATCH:(i + 1) * BATCH], y[i * BATCH:(i + 1) * BATCH]
+            trials.step(xb, yb)
+            for k in range(2):
+                separate_step(models[k], opts[k], xb, yb)
+        for k in range(2):
+            self.assert_same_params(trials, k, models[k], "ignored targets")
+        self.assertIsNone(trials.trial_state(1)["optimizer"]["state"][0]["momentum_buffer"])
+        self.assertEqual(trials.trial_state(1)["optimizer"]["state"][0].keys(), opts[1].state_dict()["state"][0].keys())
+        states = [trials.trial_state(1), trials.trial_state(0)]  # the trial without a buffer first and last
+        for order in (states, states[::-1]):
+            self.assertEqual(sorted(FusedTrials.from_states(lambda: mlp(0), order).ids), [0, 1])
+        trials.stop(1, "finished")
+        with tempfile.TemporaryDirectory() as d:
+            files = trials.save(d)
+            self.assertEqual(FusedTrials.from_states(lambda: mlp(0), files).ids, [0])
+            self.assertEqual(sorted(FusedTrials.from_states(lambda: mlp(0), files, include_stopped=True).ids), [0, 1])
+
     def test_per_trial_batches(self):
         # Each trial its own data (e.g. its own augmentation): [K, B, ...] inputs and targets.
         hp = [{"lr": 0.1}, {"lr": 0.05, "momentum": 0.9}]

@@ -245,7 +245,7 @@ class SpankPluginTest(ClusterTestCase):
         # must accept it as the flag it is.
         wd = job_workdir("no-elastic-steps")
         job, _ = sbatch(["--no-elastic", "--elastic-gpus=2:8", "--gres=gpu:2", "-o", "out.txt"],
-                        wrap='srun -n1 bash -c "echo step ok \${ELASTIC_GPUS_MIN:-rigid}"', workdir=wd)
+                        wrap=r'srun -n1 bash -c "echo step ok \${ELASTIC_GPUS_MIN:-rigid}"', workdir=wd)
         self.assertEqual(wait_job(job), "COMPLETED", read(os.path.join(wd, "out.txt")))
         self.assertIn("step ok rigid", read(os.path.join(wd, "out.txt")))
 

@@ -95,8 +95,10 @@ class FusedSequential(nn.Sequential):
 
 
 class EnsembleFallback(nn.Module):
-    """Any architecture: the K models' parameters and buffers stacked by functorch, the forward
-    vmapped over them. Same results as the fused layers, fewer of their gains."""
+    """Other architectures: the K models' parameters and buffers stacked by functorch, the forward
+    vmapped over them. Same results as the fused layers, fewer of their gains. What functorch's
+    vmap cannot batch it refuses with its own error: BatchNorm in training mode updates its running
+    statistics in place (functorch.experimental.replace_all_batch_norm_modules_ removes them)."""
 
     def __init__(self, models):
         super().__init__()
@@ -113,7 +115,9 @@ class EnsembleFallback(nn.Module):
 
     def forward(self, x):
         buffers = tuple(getattr(self, f"buffer_{i}") for i in range(len(self._buffer_names)))
-        return self._vmap(self._fmodel)(tuple(self.stacked), buffers, x)
+        # Random layers (dropout) draw for every trial on its own; the trials' random streams are
+        # then not those of separate runs (only deterministic models match them exactly).
+        return self._vmap(self._fmodel, randomness="different")(tuple(self.stacked), buffers, x)
 
     def trial_names(self):
         return OrderedDict((f"stacked.{i}", n) for i, n in enumerate(self._names))

@@ -113,7 +113,7 @@ class _FusedOptimizer:
         for n, p in enumerate(self.params):
             entry = saved.get(n, saved.get(str(n)))
             if entry is None:
-                if self.state[n]:
+                if self.state[n] and not self._stateless(self.hparams[i]):
                     raise ValueError(f"parameter {n} has no {self.kind} state in the trial's state_dict, "
                                      "the other trials have")
                 continue
@@ -150,7 +150,14 @@ class FusedSGD(_FusedOptimizer):
             p.addcmul_(self._vector("-lr", p), d_p)
 
     def _trial_state(self, s, i):
-        return {"momentum_buffer": s["momentum_buffer"][i].clone()} if "momentum_buffer" in s else {}
+        if "momentum_buffer" not in s:
+            return {}
+        # torch keeps no buffer for a parameter group without momentum
+        return {"momentum_buffer": None if self.hparams[i]["momentum"] == 0 else s["momentum_buffer"][i].clone()}
+
+    @staticmethod
+    def _stateless(h):
+        return h["momentum"] == 0
 
     def _load_entry(self, n, p, i, entry):
         if "momentum_buffer" in entry and entry["momentum_buffer"] is not None:
@@ -202,6 +209,10 @@ class FusedAdam(_FusedOptimizer):
             bc2_sqrt = torch.sqrt(1 - beta2 ** step).to(p.dtype).reshape(shape)
             denom = s["exp_avg_sq"].sqrt() / bc2_sqrt + self._vector("eps", p)
             p.add_((-step_size) * s["exp_avg"] / denom)
+
+    @staticmethod
+    def _stateless(h):
+        return False
 
     def _trial_state(self, s, i):
         return {"step": s["step"][i].clone(), "exp_avg": s["exp_avg"][i].clone(),

@@ -63,11 +63,13 @@ class FusedTrials:
     def losses(self, outputs, targets, per_trial=False):
         """Each trial's loss, a tensor [K]."""
         if self.loss_fn is F.cross_entropy and outputs.dim() == 3 and targets.dtype == torch.long:
-            # The common case without vmap's overhead: one call over the K x B samples, the mean
-            # per trial (F.cross_entropy's default reduction).
+            # The common case in one call over the K x B samples, without vmap's overhead: each
+            # trial's mean over its targets that are not torch's ignore_index (-100), as
+            # F.cross_entropy's default reduction takes it.
             k, b = outputs.shape[0], outputs.shape[1]
             flat = targets.reshape(-1) if per_trial else targets.unsqueeze(0).expand(k, b).reshape(-1)
-            return F.cross_entropy(outputs.reshape(k * b, -1), flat, reduction="none").view(k, b).mean(1)
+            per = F.cross_entropy(outputs.reshape(k * b, -1), flat, reduction="none").view(k, b)
+            return per.sum(1) / (flat != -100).view(k, b).sum(1)
         return self._vmap(self.loss_fn, in_dims=(0, 0 if per_trial else None))(outputs, targets)
 
     def step(self, x, y, per_trial=False):
@@ -147,14 +149,17 @@ class FusedTrials:
         return [os.path.join(directory, f"trial-{s['id']}.pt") for s in states]
 
     @classmethod
-    def from_states(cls, make_model, states, loss_fn=F.cross_entropy):
+    def from_states(cls, make_model, states, loss_fn=F.cross_entropy, include_stopped=False):
         """Fuses trials from their states (trial_state(), or files save() wrote): make_model()
         builds one trial's model, each is loaded with its state; optimizer state and step counts
         carry on. How trials move between fused processes: a narrower or wider fusion is made of
-        the same trials' states."""
+        the same trials' states. Trials that had stopped (finished, diverged: save() marks them)
+        stay stopped unless include_stopped."""
         states = [torch.load(s) if isinstance(s, (str, os.PathLike)) else s for s in states]
+        if not include_stopped:
+            states = [s for s in states if "stopped" not in s]
         if not states:
-            raise ValueError("no trial states")
+            raise ValueError("no trial states (to run)")
         kinds = {s["optimizer_kind"] for s in states}
         if len(kinds) != 1:
             raise ValueError(f"the trials were trained with different optimizers: {sorted(kinds)}")

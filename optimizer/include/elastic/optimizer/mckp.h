@@ -9,7 +9,9 @@
 //    exactly by the incremental-efficiency greedy over each job's upper convex hull) gives a
 //    bound, and an integer plan is built from the LP solution plus an exact DP over the "core"
 //    of jobs whose hull segments lie around the LP's break efficiency.
-//  - Several GPU types: Lagrangian relaxation of the per-type capacities (a certified bound for
+//  - Several GPU types, few combinations of GPUs used per type (at most
+//    MckpSettings::max_type_states): one exact DP over those combinations.
+//  - Several GPU types otherwise: Lagrangian relaxation of the per-type capacities (a certified bound for
 //    any multipliers, minimised by damped Newton steps on the per-type demand, with coordinate
 //    descent where those stall), jobs assigned to the type that is best at the multipliers, an
 //    exact DP (or LP + core DP) per type, then a fill pass.

@@ -7,8 +7,9 @@
   reconnects, and enacts nothing twice (one extension job, one grow);
 - the node of an extension is drained: the extension leaves, the job goes on at its base size;
 - the same drain while the whole job hangs (every rank stopped, no rescale point reached): the
-  extension is cancelled by extensions.leave_timeout, the job's world breaks when its ranks go
-  on, and it is requeued from its checkpoint and completes."""
+  extension is cancelled by extensions.leave_timeout; when the ranks go on, the job either
+  continues at its base size (the cancelled extension's ranks leave before Slurm kills them) or
+  its world breaks and it is requeued from its checkpoint; it completes once."""
 
 import os
 import re
@@ -223,16 +224,24 @@ class DrainTest(ElasticdTestCase):
         actions = [r[0] for r in db.execute("SELECT action FROM audit WHERE job_id = ? ORDER BY id", (a,))]
         db.close()
         self.assertIn("leave_timeout", actions)
-        # The parent's ranks go on, find the world broken, exit 75; elasticd requeues the job, which
-        # resumes from its checkpoint on n1 (n2 stays drained) and completes.
-        wait_until(lambda: restarts(a) == 1 and job_state(a) == "RUNNING", CRED_EXPIRE_S + 3 * EPOCH + 60,
-                   "elasticd to requeue the job and Slurm to start it again")
-        wait_until(lambda: re.search(r"restored .*checkpoint\.bin at epoch \d+", read(out_path)), 60,
-                   "the restarted job to resume from its checkpoint")
-        self.assertEqual(wait_job(a, timeout=400), "COMPLETED")
-        self.assertEqual(read(out_path).count("elastic-train-logreg: done:"), 1)
+        # The parent's ranks go on. Slurm ends the extension's ranks with SIGCONT, SIGTERM and,
+        # KillWait (5 s) later, SIGKILL. Either the extension's ranks, told by SIGTERM, leave at
+        # the rescale point the parents now reach (the job goes on at its base size), or they are
+        # killed first: the parents find the world broken, exit 75, and elasticd requeues the job
+        # from its checkpoint. Both complete the job, once; which one depends on timing.
+        self.assertEqual(wait_job(a, timeout=CRED_EXPIRE_S + 3 * EPOCH + 400), "COMPLETED")
+        out = read(out_path)
+        self.assertEqual(out.count("elastic-train-logreg: done:"), 1)
+        if restarts(a) == 0:
+            self.assertRegex(out, r"shrink at step \d+: 6 -> 4 ranks")
+            outcome = "its extension left cooperatively once Slurm resumed it; went on at 4 GPUs"
+        else:
+            self.assertEqual(restarts(a), 1)
+            self.assertIn(f"requeued job {a}", self.d.read_log())
+            self.assertRegex(out, r"restored .*checkpoint\.bin at epoch \d+")
+            outcome = "requeued once from its checkpoint"
         print(f"job {a}: extension {ext} ended {waited:.1f} s after the leave was asked "
-              f"(leave_timeout {self.LEAVE_TIMEOUT} s); requeued once, completed")
+              f"(leave_timeout {self.LEAVE_TIMEOUT} s); {outcome}; completed")
 
 
 if __name__ == "__main__":

@@ -421,18 +421,8 @@ void HeteroEngine::Place(size_t t, const std::vector<std::pair<size_t, int>>& wa
     if (j.type != static_cast<int>(t)) j.alloc.assign(static_cast<size_t>(ct.nodes), 0);
     int have = 0;
     for (int g : j.alloc) have += g;
-    while (have > want) {
-      size_t pick = 0;
-      int least = std::numeric_limits<int>::max();
-      for (size_t n = 0; n < j.alloc.size(); ++n) {
-        if (j.alloc[n] > 0 && j.alloc[n] <= least) {
-          least = j.alloc[n];
-          pick = n;
-        }
-      }
-      --j.alloc[pick];
-      --have;
-    }
+    ShrinkOnNodes(j.alloc, have, want);
+    have = std::min(have, want);
     for (size_t n = 0; n < j.alloc.size(); ++n) free_gpus[n] -= j.alloc[n];
     if (want > have) grow.emplace_back(i, want - have);
   }

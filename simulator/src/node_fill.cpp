@@ -1,8 +1,24 @@
 #include "node_fill.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace elastic::simulator {
+
+void ShrinkOnNodes(std::vector<int>& alloc, int have, int want) {
+  while (have > want) {
+    size_t pick = 0;
+    int least = std::numeric_limits<int>::max();
+    for (size_t n = 0; n < alloc.size(); ++n) {
+      if (alloc[n] > 0 && alloc[n] <= least) {
+        least = alloc[n];
+        pick = n;
+      }
+    }
+    --alloc[pick];
+    --have;
+  }
+}
 
 void GrowOnNodes(std::vector<int>& alloc, std::vector<int>& free_gpus, int need, int gpus_per_node) {
   for (size_t n = 0; n < alloc.size() && need > 0; ++n) {

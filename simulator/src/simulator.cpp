@@ -387,19 +387,8 @@ void Engine::Place(const std::vector<int>& new_gpus, const std::vector<size_t>& 
       continue;
     }
     int have = j.gpus;
-    while (have > want) {
-      // Take from the node holding the fewest of this job's GPUs (ties: highest index).
-      size_t pick = 0;
-      int least = std::numeric_limits<int>::max();
-      for (size_t n = 0; n < j.alloc.size(); ++n) {
-        if (j.alloc[n] > 0 && j.alloc[n] <= least) {
-          least = j.alloc[n];
-          pick = n;
-        }
-      }
-      --j.alloc[pick];
-      --have;
-    }
+    ShrinkOnNodes(j.alloc, have, want);
+    have = std::min(have, want);
     for (size_t n = 0; n < j.alloc.size(); ++n) free_gpus[n] -= j.alloc[n];
     if (want > have) grow.push_back(k);
   }

@@ -54,21 +54,29 @@ JobTableSummary SummarizeJobs(const std::vector<JobInfo>& jobs) {
   for (const auto& j : jobs) {
     // Extensions come and go because of epochs; the runtime's messages (ready, ack, left) report them.
     if (contract::IsExtensionComment(j.admin_comment) || contract::HasExtensionJobName(j.name)) continue;
-    out.emplace_back(j.id, j.state);
+    JobPhase phase = JobPhase::kEnded;
+    switch (j.state) {
+      case SlurmJobState::kPending: phase = JobPhase::kPending; break;
+      case SlurmJobState::kRunning: phase = JobPhase::kRunning; break;
+      case SlurmJobState::kSuspended: phase = JobPhase::kSuspended; break;
+      case SlurmJobState::kEnded: phase = j.completing ? JobPhase::kCompleting : JobPhase::kEnded; break;
+    }
+    out.emplace_back(j.id, phase);
   }
   std::sort(out.begin(), out.end());
   return out;
 }
 
 std::string DescribeJobChanges(const JobTableSummary& before, const JobTableSummary& after, size_t limit) {
-  std::map<uint32_t, SlurmJobState> old(before.begin(), before.end());
+  std::map<uint32_t, JobPhase> old(before.begin(), before.end());
   std::vector<std::string> items;
-  auto verb = [](SlurmJobState s) {
+  auto verb = [](JobPhase s) {
     switch (s) {
-      case SlurmJobState::kPending: return "submitted";
-      case SlurmJobState::kRunning: return "started";
-      case SlurmJobState::kSuspended: return "suspended";
-      case SlurmJobState::kEnded: return "ended";
+      case JobPhase::kPending: return "submitted";
+      case JobPhase::kRunning: return "started";
+      case JobPhase::kSuspended: return "suspended";
+      case JobPhase::kCompleting:
+      case JobPhase::kEnded: return "ended";
     }
     return "changed";
   };
@@ -78,7 +86,11 @@ std::string DescribeJobChanges(const JobTableSummary& before, const JobTableSumm
       // A job first seen running or ended was submitted and went on between two looks.
       items.push_back("job " + std::to_string(id) + " " + verb(state));
     } else {
-      if (it->second != state) items.push_back("job " + std::to_string(id) + " " + verb(state));
+      if (it->second == JobPhase::kCompleting && state == JobPhase::kEnded) {
+        items.push_back("job " + std::to_string(id) + " released its nodes");
+      } else if (it->second != state) {
+        items.push_back("job " + std::to_string(id) + " " + verb(state));
+      }
       old.erase(it);
     }
   }

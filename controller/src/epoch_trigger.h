@@ -47,13 +47,19 @@ class EpochTrigger {
   std::string timed_why_;
 };
 
+// A job's phase as the watch sees it. An ended job is `kCompleting` while Slurm still ends its
+// processes and runs its epilog: its nodes are not free yet, so that they become free (the job
+// "released its nodes") is an event of its own, or a grow that waited for them would wait for the
+// next periodic epoch.
+enum class JobPhase { kPending, kRunning, kSuspended, kCompleting, kEnded };
 // A summary of the job table for the watch between epochs: the jobs that are not elastic
-// extensions, with their state. Two tables with the same summary differ in nothing an epoch
+// extensions, with their phase. Two tables with the same summary differ in nothing an epoch
 // reacts to (a pending reason, a priority, a running job's usage).
-using JobTableSummary = std::vector<std::pair<uint32_t, SlurmJobState>>;
+using JobTableSummary = std::vector<std::pair<uint32_t, JobPhase>>;
 JobTableSummary SummarizeJobs(const std::vector<JobInfo>& jobs);
 // What changed between two summaries, for the log: e.g. "job 12 submitted", "job 9 started",
-// "job 7 ended"; at most `limit` items, then "and N more". Empty when nothing did.
+// "job 7 ended", "job 7 released its nodes"; at most `limit` items, then "and N more". Empty when
+// nothing did.
 std::string DescribeJobChanges(const JobTableSummary& before, const JobTableSummary& after, size_t limit = 3);
 
 }  // namespace elastic::controller

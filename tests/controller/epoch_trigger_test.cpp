@@ -87,6 +87,18 @@ TEST(JobTableSummary, ReportsSubmissionsStartsAndEndsOnly) {
   EXPECT_EQ(DescribeJobChanges(before, purged), "job 2 started, job 1 gone");
 }
 
+TEST(JobTableSummary, AnEndedJobReleasingItsNodesIsAnEvent) {
+  auto running = SummarizeJobs({Job(7, SlurmJobState::kRunning)});
+  JobInfo completing = Job(7, SlurmJobState::kEnded);
+  completing.completing = true;
+  auto ending = SummarizeJobs({completing});
+  EXPECT_EQ(DescribeJobChanges(running, ending), "job 7 ended");
+  auto released = SummarizeJobs({Job(7, SlurmJobState::kEnded)});
+  EXPECT_EQ(DescribeJobChanges(ending, released), "job 7 released its nodes");
+  EXPECT_EQ(DescribeJobChanges(running, released), "job 7 ended") << "both between two looks: one event";
+  EXPECT_EQ(DescribeJobChanges(released, released), "");
+}
+
 TEST(JobTableSummary, ExtensionsAreNoEvents) {
   auto before = SummarizeJobs({Job(1, SlurmJobState::kRunning)});
   auto after = SummarizeJobs({Job(1, SlurmJobState::kRunning),

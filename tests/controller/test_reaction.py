@@ -8,8 +8,8 @@ import statistics
 import time
 import unittest
 
-from clustertest import job_state, job_workdir, sbatch, wait_job
-from e2e import ElasticdTestCase, extension_jobs, gpus_of, status, submit_trainer, wait_until
+from clustertest import job_state, job_workdir, run, sbatch, wait_job
+from e2e import CTL, ElasticdTestCase, extension_jobs, gpus_of, status, submit_trainer, wait_until
 from elasticd_fixture import Elasticd
 
 EPOCH = 60
@@ -21,8 +21,12 @@ class ReactionTest(ElasticdTestCase):
 
     def setUp(self):
         # The production epoch; rescales of one job 2 s apart at least, so that the job grows back
-        # between rounds.
-        self.d = Elasticd("reaction", epoch=EPOCH, min_rescale_interval=2).start()
+        # between rounds. The optimizer's penalty for a job's past rescales assumes each cost
+        # scheduler.rescale_cost (30 s by default); this job grows and shrinks every few seconds by
+        # design, and with 30 s its fourth rescale left the gain of growing back within noise of
+        # staying (the job stayed at 4 GPUs in about half the runs). 1 s is what a rescale costs here.
+        self.d = Elasticd("reaction", epoch=EPOCH, min_rescale_interval=2,
+                          extra="[scheduler]\nrescale_cost = 1\n").start()
         self.jobs = []
 
     def test_rigid_job_reaction_time_with_a_60s_epoch(self):
@@ -41,7 +45,13 @@ class ReactionTest(ElasticdTestCase):
         reactions, releases = [], []
         for i in range(ROUNDS):
             if i:
-                wait_until(lambda: gpus_of(c) == 8, 40, f"the job grown back to 8 GPUs (round {i})")
+                try:
+                    wait_until(lambda: gpus_of(c) == 8, 40, f"the job grown back to 8 GPUs (round {i})")
+                except AssertionError as e:
+                    plan = run([CTL, "--json", "plan", "--dry-run"], check=False)
+                    events = [l for l in self.d.read_log().splitlines() if "epoch" in l or "audit" in l]
+                    raise AssertionError(f"{e}\nelasticd's plan now: {plan.stdout}{plan.stderr}\n"
+                                         "its last epochs:\n" + "\n".join(events[-12:])) from None
             wd = job_workdir(f"reaction-rigid-{i}")
             t0 = time.time()
             b, _ = sbatch(["--gres=gpu:v100:4", "-N1", "-o", "out.txt"], wrap="sleep 3", workdir=wd)

@@ -17,7 +17,10 @@ MUNGE_SOCKET = os.path.join(CLUSTER_DIR, "munge", "munge.socket")
 
 class Elasticd:
     def __init__(self, name, epoch=2, extra="", min_rescale_interval=0):
-        self.dir = os.path.join("/tmp", f"elasticd-test-{name}")
+        # One directory per test cluster: two build trees testing at once (each with its own
+        # cluster) must not share an elasticd's state and log.
+        cluster = os.path.basename(os.path.normpath(CLUSTER_DIR))
+        self.dir = os.path.join("/tmp", f"elasticd-test-{cluster}-{name}")
         shutil.rmtree(self.dir, ignore_errors=True)
         os.makedirs(self.dir, mode=0o700)
         self.conf = os.path.join(self.dir, "elasticd.conf")

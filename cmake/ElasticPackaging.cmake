@@ -3,7 +3,7 @@
 #
 #   cmake --install build                     # prefix /usr/local unless configured otherwise
 #   DESTDIR=/tmp/stage cmake --install build  # staged
-#   (cd build && cpack -G DEB)                # build/elastic-slurm_<version>_amd64.deb
+#   (cd build && cpack -G DEB)                # build/elastic-slurm_<version>+deb<N>_amd64.deb
 #
 # Where files go (prefix P, default /usr/local; the .deb uses /usr):
 #   ELASTIC_SLURM_PLUGIN_DIR/elastic.so       the SPANK plugin, in Slurm's own plugin directory
@@ -79,10 +79,42 @@ set(CPACK_DEBIAN_PACKAGE_SECTION "admin")
 set(CPACK_DEBIAN_PACKAGE_PRIORITY "optional")
 set(CPACK_DEBIAN_COMPRESSION_TYPE "gzip")
 set(CPACK_DEBIAN_PACKAGE_HOMEPAGE "https://slurm.schedmd.com/spank.html")
-# Debian 12's packages: Slurm 22.05 (the plugin is built against its headers), munge, Open MPI
-# 4.1, hwloc, SQLite (elasticd), Boost program_options (the daemons' INI files).
-set(CPACK_DEBIAN_PACKAGE_DEPENDS
-    "slurm-wlm-basic-plugins (>= 22.05), slurm-client (>= 22.05), libslurm38, munge, libmunge2, openmpi-bin, libopenmpi3, libhwloc15, libsqlite3-0, libnlopt0, libboost-program-options1.74.0, libstdc++6 (>= 12), libc6 (>= 2.36)")
+# One package per Debian release, built on that release: its version says which
+# (0.1.0+deb12, 0.1.0+deb13), and it depends on the Slurm release series it was built against (a
+# SPANK plugin carries the plugin_version of the headers it was compiled with, and slurmd loads
+# it only with the same major.minor release), e.g. 22.05.8 <= slurm < 22.06 on Debian 12. The
+# shared libraries the binaries link (libslurm38 or libslurm42, libopenmpi3 or libopenmpi40, Boost,
+# hwloc, ...) are found by dpkg-shlibdeps on the staged files, so each release gets its own names.
+set(_elastic_deb_release "")
+if(EXISTS /etc/os-release)
+  file(STRINGS /etc/os-release _os_id REGEX "^ID=")
+  file(STRINGS /etc/os-release _os_version REGEX "^VERSION_ID=")
+  string(REGEX REPLACE "^VERSION_ID=\"?([0-9]+).*" "\\1" _os_version "${_os_version}")
+  if(_os_id STREQUAL "ID=debian" AND _os_version MATCHES "^[0-9]+$")
+    set(_elastic_deb_release "+deb${_os_version}")
+  endif()
+endif()
+set(CPACK_DEBIAN_PACKAGE_VERSION "${PROJECT_VERSION}${_elastic_deb_release}")
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS "${CMAKE_BINARY_DIR}/lib")
+set(_elastic_slurm_dep "slurm-wlm-basic-plugins, slurm-client")
+if(Slurm_VERSION MATCHES "^([0-9]+)\\.([0-9]+)\\.([0-9]+)")
+  # Slurm writes its releases YY.MM.micro (22.05.8); FindSlurm's version has 22.5.8.
+  set(_major "${CMAKE_MATCH_1}")
+  set(_micro "${CMAKE_MATCH_3}")
+  math(EXPR _next "${CMAKE_MATCH_2} + 1")
+  set(_minor "${CMAKE_MATCH_2}")
+  foreach(_v _minor _next)
+    if(${_v} LESS 10)
+      set(${_v} "0${${_v}}")
+    endif()
+  endforeach()
+  set(_from "${_major}.${_minor}.${_micro}")
+  set(_below "${_major}.${_next}")
+  set(_elastic_slurm_dep "slurm-wlm-basic-plugins (>= ${_from}), slurm-wlm-basic-plugins (<< ${_below}), slurm-client (>= ${_from}), slurm-client (<< ${_below})")
+endif()
+# What dpkg-shlibdeps cannot see: Slurm's programs and plugins, munge's daemon, mpirun.
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "${_elastic_slurm_dep}, munge, openmpi-bin")
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS "slurmctld, slurmd, slurmdbd")
 set(CPACK_SOURCE_IGNORE_FILES "/build[^/]*/;/\\\\.git/")
 include(CPack)

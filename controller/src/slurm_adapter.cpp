@@ -162,7 +162,7 @@ Result<std::optional<std::vector<JobInfo>>> SlurmAdapter::LoadJobsIfChanged(time
 Result<JobInfo> SlurmAdapter::LoadJob(uint32_t job_id) {
   Timed t("slurm_load_job");
   job_info_msg_t* msg = nullptr;
-  if (slurm_load_job(&msg, job_id, SHOW_DETAIL) != SLURM_SUCCESS) {
+  if (slurm_api::LoadJob(&msg, job_id, SHOW_DETAIL) != SLURM_SUCCESS) {
     if (SlurmErrno() == ESLURM_INVALID_JOB_ID) {
       return Status(ErrorKind::kNotFound, "job " + std::to_string(job_id) + " is unknown to slurmctld");
     }
@@ -205,7 +205,7 @@ Result<uint32_t> SlurmAdapter::SubmitHeld(const ExtensionSubmission& sub) {
   d.env_size = static_cast<uint32_t>(sub.environment.size());
   submit_response_msg_t* resp = nullptr;
   if (slurm_submit_batch_job(&d, &resp) != SLURM_SUCCESS) return SlurmError("cannot submit the extension job");
-  uint32_t id = resp->job_id;
+  uint32_t id = slurm_api::SubmittedJobId(*resp);
   slurm_free_submit_response_response_msg(resp);
   return id;
 }
@@ -214,7 +214,7 @@ Status SlurmAdapter::SetAdminComment(uint32_t job_id, const std::string& text) {
   Timed t("slurm_update_job(admin_comment)");
   job_desc_msg_t u;
   slurm_init_job_desc_msg(&u);
-  u.job_id = job_id;
+  slurm_api::SetJobId(u, job_id);
   u.admin_comment = const_cast<char*>(text.c_str());
   if (slurm_update_job(&u) != SLURM_SUCCESS) return SlurmError("cannot set the admin comment of job " + std::to_string(job_id));
   return Status::Ok();
@@ -224,7 +224,7 @@ Status SlurmAdapter::Release(uint32_t job_id) {
   Timed t("slurm_update_job(release)");
   job_desc_msg_t u;
   slurm_init_job_desc_msg(&u);
-  u.job_id = job_id;
+  slurm_api::SetJobId(u, job_id);
   u.priority = INFINITE;
   if (slurm_update_job(&u) != SLURM_SUCCESS) return SlurmError("cannot release job " + std::to_string(job_id));
   return Status::Ok();
@@ -232,7 +232,7 @@ Status SlurmAdapter::Release(uint32_t job_id) {
 
 Status SlurmAdapter::Cancel(uint32_t job_id) {
   Timed t("slurm_kill_job");
-  if (slurm_kill_job(job_id, SIGKILL, 0) != SLURM_SUCCESS) {
+  if (slurm_api::KillJob(job_id, SIGKILL, 0) != SLURM_SUCCESS) {
     int err = SlurmErrno();
     if (err == ESLURM_ALREADY_DONE || err == ESLURM_INVALID_JOB_ID) return Status::Ok();
     return SlurmError("cannot cancel job " + std::to_string(job_id));
@@ -242,7 +242,7 @@ Status SlurmAdapter::Cancel(uint32_t job_id) {
 
 Status SlurmAdapter::Requeue(uint32_t job_id) {
   Timed t("slurm_requeue");
-  if (slurm_requeue(job_id, 0) != SLURM_SUCCESS) {
+  if (slurm_api::RequeueJob(job_id, 0) != SLURM_SUCCESS) {
     const int err = SlurmErrno();
     if (err == ESLURM_TRANSITION_STATE_NO_UPDATE || err == ESLURM_JOB_PENDING) {
       return Status(ErrorKind::kUnavailable, "job " + std::to_string(job_id) + " is still completing");
@@ -266,7 +266,7 @@ Result<uint32_t> SlurmAdapter::SlurmUserId() {
     return SlurmError("slurmctld did not answer");
   }
   uint32_t uid = conf->slurm_user_id;
-  slurm_free_ctl_conf(conf);
+  slurm_api::FreeConf(conf);
   return uid;
 }
 
@@ -279,7 +279,7 @@ Result<bool> SlurmAdapter::JobsArePrivate() {
   // private_data is a bit set of PRIVATE_DATA_* (PRIVATE_DATA_JOBS: bit 0) in Slurm 22.05
   // through 24.11.
   const bool jobs = (conf->private_data & PRIVATE_DATA_JOBS) != 0;
-  slurm_free_ctl_conf(conf);
+  slurm_api::FreeConf(conf);
   return jobs;
 }
 

@@ -37,7 +37,7 @@ struct JobRecord {
 
 Result<JobRecord> LoadJob(uint32_t job_id) {
   job_info_msg_t* msg = nullptr;
-  if (slurm_load_job(&msg, job_id, SHOW_DETAIL) != SLURM_SUCCESS || msg == nullptr) {
+  if (slurm_api::LoadJob(&msg, job_id, SHOW_DETAIL) != SLURM_SUCCESS || msg == nullptr) {
     return Status(ErrorKind::kUnavailable, "cannot read job " + std::to_string(job_id) + " from slurmctld: " +
                                                slurm_strerror(slurm_api::SlurmErrno()));
   }

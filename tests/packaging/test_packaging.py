@@ -3,6 +3,7 @@ cpack unpacked with `dpkg-deb -x` into a scratch root, both hold the expected fi
 places (cmake/ElasticPackaging.cmake says where each goes). Uses the build tree as it is."""
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -15,6 +16,32 @@ PREFIX = os.environ.get("ELASTIC_INSTALL_PREFIX", "/usr/local")
 PLUGIN_DIR = os.environ.get("ELASTIC_PLUGIN_DIR", "/usr/lib/x86_64-linux-gnu/slurm-wlm")
 LIBDIR = os.environ.get("ELASTIC_LIBDIR", "lib")
 SKIP = set(filter(None, os.environ.get("ELASTIC_SKIP", "").split(";")))
+SLURM_VERSION = os.environ.get("ELASTIC_SLURM_VERSION", "")
+
+
+def debian_release():
+    """The major version of the Debian release this runs on ("12"), or "" elsewhere."""
+    try:
+        with open("/etc/os-release") as f:
+            fields = dict(line.rstrip("\n").split("=", 1) for line in f if "=" in line)
+    except OSError:
+        return ""
+    version = fields.get("VERSION_ID", "").strip('"').split(".")[0]
+    return version if fields.get("ID") == "debian" and version.isdigit() else ""
+
+
+def package_of_linked(binary, lib):
+    """The Debian package (name only) that owns the library `lib`* which `binary` links."""
+    out = subprocess.run(["ldd", binary], capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        parts = line.split()
+        if parts and parts[0].startswith(lib) and "=>" in parts and len(parts) > 2:
+            path = os.path.realpath(parts[2])
+            for candidate in (path, path.replace("/usr/lib/", "/lib/", 1)):
+                r = subprocess.run(["dpkg-query", "-S", candidate], capture_output=True, text=True)
+                if r.returncode == 0:
+                    return r.stdout.split(":")[0]
+    return ""
 
 
 def expected(prefix):
@@ -122,10 +149,26 @@ class PackagingTest(unittest.TestCase):
         debs = [f for f in os.listdir(out) if f.endswith(".deb")]
         self.assertEqual(len(debs), 1, debs)
         deb = os.path.join(out, debs[0])
-        self.assertRegex(debs[0], r"^elastic-slurm_\d+\.\d+\.\d+_amd64\.deb$")
+        release = debian_release()
+        suffix = rf"\+deb{release}" if release else ""
+        self.assertRegex(debs[0], rf"^elastic-slurm_\d+\.\d+\.\d+{suffix}_amd64\.deb$")
         fields = run(["dpkg-deb", "-f", deb, "Package", "Depends"]).stdout
         self.assertIn("Package: elastic-slurm", fields)
-        for dep in ("slurm-wlm-basic-plugins", "munge", "openmpi-bin", "libhwloc15", "libsqlite3-0"):
+        # The Slurm release series the plugin was built against (cmake/ElasticPackaging.cmake).
+        if SLURM_VERSION:
+            major, minor, micro = (int(x) for x in SLURM_VERSION.split("."))
+            self.assertIn(f"slurm-wlm-basic-plugins (>= {major}.{minor:02d}.{micro})", fields)
+            self.assertIn(f"slurm-wlm-basic-plugins (<< {major}.{minor + 1:02d})", fields)
+        # The libraries the binaries link, by the package names of this release (dpkg-shlibdeps).
+        linked = {"libslurm": os.path.join(BUILD, "bin", "elasticd"), "libsqlite3": os.path.join(BUILD, "bin", "elasticd")}
+        if "elastic_mpi" not in SKIP:
+            linked["libmpi.so"] = os.path.join(BUILD, "bin", "elastic-launch")
+            linked["libhwloc"] = os.path.join(BUILD, "bin", "elastic-launch")
+        for lib, binary in linked.items():
+            package = package_of_linked(binary, lib)
+            self.assertTrue(package, f"no Debian package owns the {lib} that {binary} links")
+            self.assertRegex(fields, rf"(^|[ ,]){re.escape(package)} \(>= ", f"{package} ({lib}) not in Depends")
+        for dep in ("munge", "openmpi-bin"):
             self.assertIn(dep, fields)
         root = os.path.join(self.tmp, "root")
         run(["dpkg-deb", "-x", deb, root])

@@ -45,6 +45,7 @@ struct SimJob {
   // job counts 1/fused_width of it and trains at fuse_speed = speedup(w) / w of its speed alone).
   int sweep = -1;
   int fused_width = 0;
+  int fused_gpu = -1;  // which of its sweep's GPUs (its fused array), while fused_width > 0
   double fuse_speed = 1.0;
 
   // What the job has observed (ModelSource::kObserved).

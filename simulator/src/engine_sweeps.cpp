@@ -11,35 +11,70 @@
 namespace elastic::simulator::internal {
 namespace {
 
-// The trials' widths (0: waits) for `choice`: running trials keep their width where a GPU of that
-// width has room (no cost), then the others, running ones first, in arrival order, fill the rest,
-// widest GPUs first.
-std::vector<int> AssignWidths(const opt::FusedChoice& choice, const std::vector<int>& before) {
-  std::map<int, int, std::greater<>> room;  // width -> trial places left on GPUs of that width
-  for (int w : choice.per_gpu) room[w] += w;
-  std::vector<int> after(before.size(), 0);
-  int placed = 0;
-  for (size_t k = 0; k < before.size(); ++k) {
-    auto it = room.find(before[k]);
-    if (before[k] > 0 && it != room.end() && it->second > 0) {
-      after[k] = before[k];
-      --it->second;
-      ++placed;
+// Where a trial trains after a plan: its GPU among the sweep's (-1: it waits), that GPU's
+// width, and whether its fused model is (re)built now (a start, a move, a resume or a widening).
+struct Seat {
+  int gpu = -1;
+  int width = 0;
+  bool rebuilt = false;
+};
+
+// The trials' seats for `choice`, from the GPU each running trial trained on (`old_gpu`, -1: none;
+// trials in arrival order). Each GPU of the plan takes over the trials of one fused array of the
+// last plan: one of its width first (nothing changes), then the largest left. An array larger than
+// its new GPU's width keeps its first trials and the others leave it (as ended trials leave a fused
+// array: the rest go on without a restart); one smaller is widened (rebuilt, all its trials pay a
+// restart). Trials without a seat (running ones first, in arrival order) fill the places left.
+std::vector<Seat> AssignSeats(const opt::FusedChoice& choice, const std::vector<int>& old_gpu) {
+  std::map<int, std::vector<size_t>> arrays;  // old GPU -> its trials
+  for (size_t k = 0; k < old_gpu.size(); ++k) {
+    if (old_gpu[k] >= 0) arrays[old_gpu[k]].push_back(k);
+  }
+  std::vector<std::vector<size_t>> left;  // arrays in the order of their first trial
+  for (auto& [g, ks] : arrays) left.push_back(std::move(ks));
+  std::sort(left.begin(), left.end(), [](const auto& a, const auto& b) { return a.front() < b.front(); });
+  const size_t G = choice.per_gpu.size();
+  std::vector<int> taken(G, -1);  // the array each new GPU takes over
+  std::vector<bool> used(left.size(), false);
+  for (size_t g = 0; g < G; ++g) {
+    for (size_t a = 0; a < left.size() && taken[g] < 0; ++a) {
+      if (!used[a] && static_cast<int>(left[a].size()) == choice.per_gpu[g]) {
+        taken[g] = static_cast<int>(a);
+        used[a] = true;
+      }
     }
   }
+  for (size_t g = 0; g < G; ++g) {
+    size_t best = left.size();
+    for (size_t a = 0; a < left.size(); ++a) {
+      if (!used[a] && (best == left.size() || left[a].size() > left[best].size())) best = a;
+    }
+    if (taken[g] >= 0 || best == left.size()) continue;
+    taken[g] = static_cast<int>(best);
+    used[best] = true;
+  }
+  std::vector<Seat> seats(old_gpu.size());
+  std::vector<int> room(G, 0);
+  for (size_t g = 0; g < G; ++g) {
+    const int w = choice.per_gpu[g];
+    room[g] = w;
+    if (taken[g] < 0) continue;
+    const std::vector<size_t>& ks = left[static_cast<size_t>(taken[g])];
+    const bool widened = static_cast<int>(ks.size()) < w;
+    for (size_t i = 0; i < ks.size() && room[g] > 0; ++i, --room[g]) seats[ks[i]] = {static_cast<int>(g), w, widened};
+  }
   for (int pass = 0; pass < 2; ++pass) {
-    for (size_t k = 0; k < before.size() && placed < choice.trials; ++k) {
-      if (after[k] > 0 || (pass == 0) != (before[k] > 0)) continue;
-      for (auto& [w, left] : room) {
-        if (left == 0) continue;
-        after[k] = w;
-        --left;
-        ++placed;
+    for (size_t k = 0; k < old_gpu.size(); ++k) {
+      if (seats[k].gpu >= 0 || (pass == 0) != (old_gpu[k] >= 0)) continue;
+      for (size_t g = 0; g < G; ++g) {
+        if (room[g] == 0) continue;
+        seats[k] = {static_cast<int>(g), choice.per_gpu[g], true};
+        --room[g];
         break;
       }
     }
   }
-  return after;
+  return seats;
 }
 
 }  // namespace
@@ -131,37 +166,39 @@ void Engine::ApplySweeps(double now, const std::vector<size_t>& rows, const std:
   for (size_t r = 0; r < rows.size(); ++r) {
     SimSweep& sw = sweeps_[rows[r]];
     std::vector<size_t> trials;
-    std::vector<int> before;
+    std::vector<int> old_gpu;
     for (size_t i : sw.trials) {
       if (jobs_[i].done || specs_[i].arrival_s > now) continue;
       trials.push_back(i);
-      before.push_back(jobs_[i].fused_width);
+      old_gpu.push_back(jobs_[i].fused_width > 0 ? jobs_[i].fused_gpu : -1);
     }
     active += static_cast<int>(trials.size());
     if (sw.gpus > 0 && want[r] != sw.gpus) ++sw.rescales;
     sw.gpus = want[r];
     allocated += sw.gpus;
     const opt::FusedChoice* choice = sw.gpus > 0 ? opt::FusedChoiceFor(sw.choices, sw.gpus) : nullptr;
-    const std::vector<int> after = choice ? AssignWidths(*choice, before) : std::vector<int>(trials.size(), 0);
+    const std::vector<Seat> seats = choice ? AssignSeats(*choice, old_gpu) : std::vector<Seat>(trials.size());
     for (size_t k = 0; k < trials.size(); ++k) {
       SimJob& j = jobs_[trials[k]];
-      if (after[k] == 0) {
-        if (before[k] > 0) ++j.res->rescales;  // preempted
+      if (seats[k].gpu < 0) {
+        if (old_gpu[k] >= 0) ++j.res->rescales;  // preempted
         j.gpus = 0;
         j.fused_width = 0;
+        j.fused_gpu = -1;
         continue;
       }
       if (!j.started) {
         j.started = true;
         j.res->start_s = now;
         j.pause = c_.start_cost_s;
-      } else if (before[k] != after[k]) {
-        // Another width (or a resume): the fused model is rebuilt from the trials' own checkpoints.
+      } else if (seats[k].rebuilt) {
+        // Moved, resumed or widened: the fused model is rebuilt from the trials' own checkpoints.
         ++j.res->rescales;
         j.pause = c_.restart_cost_s;
       }
-      j.fused_width = after[k];
-      j.fuse_speed = sw.profile.Speedup(after[k]) / after[k];
+      j.fused_gpu = seats[k].gpu;
+      j.fused_width = seats[k].width;
+      j.fuse_speed = sw.profile.Speedup(seats[k].width) / seats[k].width;
       j.gpus = 1;
       j.batch = j.fixed_batch;
       SplitBatch(*j.app, j.batch, 1, j.local, j.accum);

@@ -84,6 +84,27 @@ TEST(FusedSchedule, TwoTrialsOnOneGpuHandValues) {
   EXPECT_EQ(JobsCsv(one.value()), JobsCsv(apart.value()));
 }
 
+// One GPU, profile 1, 1.6, 2.1. a arrives alone and trains alone (60 units by t = 60); b and c
+// join at t = 60: the GPU's array is widened to 3 (a pays the 30 s restart, b and c start at
+// 0.7 units/s), a ends at 90 + 340 / 0.7 = 575.71 s; b and c, 378 units at t = 600, go on as an
+// array of 2 (0.8 units/s each) without a restart and end at 600 + 22 / 0.8 = 627.5 s.
+TEST(FusedSchedule, EndedTrialsLeaveTheArrayWithoutARestart) {
+  const std::vector<JobSpec> jobs = {Trial("a", 0, "u"), Trial("b", 30, "u"), Trial("c", 30, "u")};
+  SimConfig c = Cluster(1, 1, 3, "2:1.6,3:2.1");
+  c.restart_cost_s = 30.0;
+  Result<SimResult> r = Simulate(Flat(), jobs, c);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const std::vector<JobResult>& j = r.value().jobs;
+  EXPECT_NEAR(j[0].finish_s, 90.0 + 340.0 / 0.7, 1e-6);
+  EXPECT_NEAR(j[1].finish_s, 627.5, 1e-6);
+  EXPECT_NEAR(j[2].finish_s, 627.5, 1e-6);
+  EXPECT_EQ(j[0].rescales, 1);
+  EXPECT_EQ(j[1].rescales, 0);
+  EXPECT_EQ(j[2].rescales, 0);
+  EXPECT_NEAR(j[0].gpu_seconds, 60.0 + (30.0 + 340.0 / 0.7) / 3.0, 1e-6);  // its third of the GPU from t = 60
+  EXPECT_NEAR(j[1].gpu_seconds, 540.0 / 3.0 + 27.5 / 2.0, 1e-6);
+}
+
 // A random workload of three submitters on 2 x 2 GPUs: with fusion every trial ends, no epoch
 // holds more GPUs than the cluster has, and the trials use no more GPU time than unfused.
 TEST(FusedSchedule, InvariantsOnARandomWorkload) {

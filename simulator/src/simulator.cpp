@@ -1,6 +1,5 @@
 // The simulation engine: one event loop (arrivals, scheduling epochs, progress, rescales, the
-// FIFO baseline) over one cluster state. Just over 600 lines as one piece: every stage reads
-// and changes the same Engine state, which a split would have to export as an interface.
+// FIFO baseline) over one cluster state (engine.h; fused sweeps in engine_sweeps.cpp).
 #include "elastic/simulator/simulator.h"
 
 #include <algorithm>
@@ -12,52 +11,11 @@
 #include <set>
 #include <tuple>
 
-#include "elastic/optimizer/goodput.h"
-#include "elastic/optimizer/policy.h"
+#include "engine.h"
 #include "node_fill.h"
 
 namespace elastic::simulator {
-namespace {
-
-namespace opt = elastic::optimizer;
-
-struct SimJob {
-  const JobSpec* spec = nullptr;
-  const Application* app = nullptr;
-  JobResult* res = nullptr;
-  int min_gpus = 1;
-  int max_gpus = 1;
-  bool frozen = false;     // batch fixed at fixed_batch
-  int64_t fixed_batch = 0;
-  double target = 0.0;
-
-  // Ground-truth state.
-  double progress = 0.0;
-  int epoch = 0;
-  std::vector<int> alloc;  // GPUs per node (cluster-wide node index)
-  int gpus = 0;
-  int64_t batch = 0;
-  int64_t local = 0;
-  int accum = 0;
-  double pause = 0.0;
-  bool started = false;
-  bool done = false;
-
-  // What the job has observed (ModelSource::kObserved).
-  std::set<std::tuple<int, int, int64_t>> seen;
-  std::vector<opt::StepSample> samples;
-  bool dirty = false;
-  bool has_fit = false;
-  opt::PolluxParams fit;
-  int max_observed = 0;
-
-  // Option-table cache: rebuilt when the inputs change.
-  std::vector<opt::Option> options;
-  double base_goodput = 0.0;  // the model's goodput at min_gpus [samples/s, efficiency-weighted]
-  bool cache_valid = false;
-  double cache_sqr = -1.0, cache_var = -1.0;
-  int cache_max = -1;
-};
+namespace internal {
 
 int NodesOf(const std::vector<int>& alloc) {
   int n = 0;
@@ -77,7 +35,8 @@ void SplitBatch(const Application& app, int64_t batch, int gpus, int64_t& local,
 // Progress per second of the job in its current configuration (ground truth), and the
 // synchronised step time it observes.
 double Rate(const SimJob& j, double* step_out) {
-  const StepTimes st = j.app->StepTime(j.alloc, static_cast<double>(j.local));
+  static const std::vector<int> kOneGpu{1};
+  const StepTimes st = j.app->StepTime(j.fused_width > 0 ? kOneGpu : j.alloc, static_cast<double>(j.local));
   const double total = st.step + j.accum * std::max(0.0, st.step - st.sync);
   const double b = static_cast<double>(j.local) * j.gpus * (j.accum + 1);
   const double s = b / static_cast<double>(j.app->init_batch);
@@ -85,37 +44,8 @@ double Rate(const SimJob& j, double* step_out) {
   const double denom = g.var / s + g.sqr;
   const double gain = denom > 0.0 ? (g.var + g.sqr) / denom : 1.0;
   if (step_out) *step_out = st.step;
-  return gain / total;
+  return j.fused_width > 0 ? gain / total * j.fuse_speed : gain / total;
 }
-
-class Engine {
- public:
-  Engine(const AppTable& apps, const std::vector<JobSpec>& specs, const SimConfig& c) : apps_(apps), specs_(specs), c_(c) {}
-
-  Result<SimResult> Run();
-
- private:
-  Status Setup();
-  void Observe(SimJob& j, double step);
-  void Advance(SimJob& j, double t0, double dt);
-  const std::vector<opt::Option>& Options(SimJob& j, double now);
-  Status Schedule(double now, size_t epoch_index);
-  std::vector<size_t> FifoAdmit(double now, const std::vector<size_t>& active);
-  void Place(const std::vector<int>& new_gpus, const std::vector<size_t>& active);
-  double RestEstimate(const SimJob& j) const;
-
-  const AppTable& apps_;
-  const std::vector<JobSpec>& specs_;
-  const SimConfig& c_;
-  std::unique_ptr<opt::Policy> policy_;
-  opt::PolicyOptions popt_;
-  bool fifo_ = false;
-  bool rigid_ = false;   // static/fifo: the request exactly
-  bool frozen_ = false;  // batch frozen at the request
-  int capacity_ = 0;
-  std::vector<SimJob> jobs_;
-  SimResult result_;
-};
 
 Status Engine::Setup() {
   if (c_.nodes < 1 || c_.gpus_per_node < 1) return Status(ErrorKind::kInvalidArgument, "the cluster needs >= 1 node and >= 1 GPU per node");
@@ -191,11 +121,12 @@ Status Engine::Setup() {
     j.frozen = frozen_;
     j.fixed_batch = req_batch;
   }
+  if (c_.fuse_max_per_gpu > 0) return SetupSweeps();
   return Status::Ok();
 }
 
 void Engine::Observe(SimJob& j, double step) {
-  if (c_.model != ModelSource::kObserved) return;
+  if (c_.model != ModelSource::kObserved || j.fused_width > 0) return;
   const int nodes = NodesOf(j.alloc);
   if (!j.seen.insert({nodes, j.gpus, j.local}).second) return;
   j.samples.push_back({nodes, j.gpus, static_cast<double>(j.local), step});
@@ -205,11 +136,13 @@ void Engine::Observe(SimJob& j, double step) {
 
 void Engine::Advance(SimJob& j, double t0, double dt) {
   if (j.done || j.gpus == 0) return;
+  // GPUs held: a fused trial holds its share of its sweep's GPU.
+  const double held = j.fused_width > 0 ? 1.0 / j.fused_width : static_cast<double>(j.gpus);
   double t = t0;
   const double d = std::min(j.pause, dt);
   j.pause -= d;
   t += d;
-  j.res->gpu_seconds += d * j.gpus;
+  j.res->gpu_seconds += d * held;
   double rem = dt - d;
   while (rem > 0.0 && !j.done) {
     double step = 0.0;
@@ -218,7 +151,7 @@ void Engine::Advance(SimJob& j, double t0, double dt) {
     const double next = j.app->ProgressAt(j.epoch + 1);
     if (j.progress + rate * rem < next) {
       j.progress += rate * rem;
-      j.res->gpu_seconds += rem * j.gpus;
+      j.res->gpu_seconds += rem * held;
       return;
     }
     const double delta = std::max(0.0, (next - j.progress) / rate);
@@ -226,7 +159,7 @@ void Engine::Advance(SimJob& j, double t0, double dt) {
     ++j.epoch;
     t += delta;
     rem -= delta;
-    j.res->gpu_seconds += delta * j.gpus;
+    j.res->gpu_seconds += delta * held;
     if (j.epoch >= j.app->max_epochs || j.progress >= j.target) {
       j.done = true;
       j.res->finish_s = t;
@@ -372,34 +305,34 @@ std::vector<size_t> Engine::FifoAdmit(double /*now*/, const std::vector<size_t>&
   return admitted;
 }
 
-// Sticky placement: running jobs keep their nodes (shrinking ones give back GPUs from their
-// smallest slices), then growing and new jobs, largest need first, take GPUs on nodes they
-// already use, then whole free nodes, then the best-fitting node, then the freest nodes.
-void Engine::Place(const std::vector<int>& new_gpus, const std::vector<size_t>& active) {
+// Sticky placement: running holders (jobs, sweeps) keep their nodes (shrinking ones give back
+// GPUs from their smallest slices), then growing and new ones, largest need first, take GPUs on
+// nodes they already use, then whole free nodes, then the best-fitting node, then the freest nodes.
+void Engine::Place(std::vector<Holder>& holders) {
   const auto gpn = c_.gpus_per_node;
   std::vector<int> free_gpus(static_cast<size_t>(c_.nodes), gpn);
   std::vector<size_t> grow;
-  for (size_t k = 0; k < active.size(); ++k) {
-    SimJob& j = jobs_[active[k]];
-    const int want = new_gpus[k];
+  for (size_t k = 0; k < holders.size(); ++k) {
+    std::vector<int>& alloc = *holders[k].alloc;
+    const int want = holders[k].want;
     if (want == 0) {
-      std::fill(j.alloc.begin(), j.alloc.end(), 0);
+      std::fill(alloc.begin(), alloc.end(), 0);
       continue;
     }
-    int have = j.gpus;
-    ShrinkOnNodes(j.alloc, have, want);
+    int have = holders[k].have;
+    ShrinkOnNodes(alloc, have, want);
     have = std::min(have, want);
-    for (size_t n = 0; n < j.alloc.size(); ++n) free_gpus[n] -= j.alloc[n];
+    for (size_t n = 0; n < alloc.size(); ++n) free_gpus[n] -= alloc[n];
     if (want > have) grow.push_back(k);
   }
   std::stable_sort(grow.begin(), grow.end(), [&](size_t a, size_t b) {
-    return new_gpus[a] - jobs_[active[a]].gpus > new_gpus[b] - jobs_[active[b]].gpus;
+    return holders[a].want - holders[a].have > holders[b].want - holders[b].have;
   });
   for (size_t k : grow) {
-    SimJob& j = jobs_[active[k]];
-    int need = new_gpus[k];
-    for (int g : j.alloc) need -= g;
-    GrowOnNodes(j.alloc, free_gpus, need, gpn);
+    std::vector<int>& alloc = *holders[k].alloc;
+    int need = holders[k].want;
+    for (int g : alloc) need -= g;
+    GrowOnNodes(alloc, free_gpus, need, gpn);
   }
 }
 
@@ -409,9 +342,10 @@ Status Engine::Schedule(double now, size_t epoch_index) {
     SimJob& j = jobs_[i];
     if (j.done && j.gpus > 0) {  // finished during the last epoch: release its GPUs
       j.gpus = 0;
+      j.fused_width = 0;
       std::fill(j.alloc.begin(), j.alloc.end(), 0);
     }
-    if (!j.done && specs_[i].arrival_s <= now) active.push_back(i);
+    if (!j.done && specs_[i].arrival_s <= now && j.sweep < 0) active.push_back(i);  // sweeps: AddSweepJobs
   }
   std::vector<size_t> considered = fifo_ ? FifoAdmit(now, active) : active;
   std::sort(considered.begin(), considered.end());
@@ -444,6 +378,9 @@ Status Engine::Schedule(double now, size_t epoch_index) {
     }
     snap.jobs.push_back(std::move(job));
   }
+  std::vector<size_t> sweep_rows;
+  if (!sweeps_.empty()) AddSweepJobs(now, sweep_rows, snap);
+  std::vector<int> sweep_want(sweep_rows.size(), 0);
   std::vector<int> new_gpus(active.size(), 0);
   std::vector<int64_t> new_batch(active.size(), 0);
   double solve_ms = 0.0;
@@ -462,13 +399,35 @@ Status Engine::Schedule(double now, size_t epoch_index) {
       new_batch[pos] = a.batch > 0 ? a.batch : jobs_[considered[k]].fixed_batch;
       used += a.gpus;
     }
+    for (size_t r = 0; r < sweep_rows.size(); ++r) {
+      const opt::Assignment& a = plan.value().assignments[considered.size() + r];
+      sweep_want[r] = a.pending ? 0 : a.gpus;
+      used += sweep_want[r];
+    }
     if (used > capacity_) return Status(ErrorKind::kInternal, "policy " + c_.policy + " used " + std::to_string(used) + " GPUs");
   }
   // Costs and counters, before placement changes j.gpus.
   std::vector<int> old_gpus(active.size());
   for (size_t k = 0; k < active.size(); ++k) old_gpus[k] = jobs_[active[k]].gpus;
-  Place(new_gpus, active);
-  int allocated = 0, running = 0;
+  std::vector<Holder> holders;
+  holders.reserve(active.size() + sweep_rows.size());
+  for (size_t k = 0; k < active.size(); ++k) holders.push_back({&jobs_[active[k]].alloc, old_gpus[k], new_gpus[k]});
+  for (size_t r = 0; r < sweep_rows.size(); ++r) {
+    SimSweep& sw = sweeps_[sweep_rows[r]];
+    holders.push_back({&sw.alloc, sw.gpus, sweep_want[r]});
+  }
+  Place(holders);
+  std::vector<int> on_node(static_cast<size_t>(c_.nodes), 0);
+  for (const Holder& h : holders) {
+    for (size_t n = 0; n < on_node.size(); ++n) {
+      on_node[n] += (*h.alloc)[n];
+      if (on_node[n] > c_.gpus_per_node) {
+        return Status(ErrorKind::kInternal, "placement at t=" + std::to_string(now) + " put " +
+                                                std::to_string(on_node[n]) + " GPUs on node " + std::to_string(n));
+      }
+    }
+  }
+  int allocated = 0, running = 0, in_queue = static_cast<int>(active.size());
   for (size_t k = 0; k < active.size(); ++k) {
     SimJob& j = jobs_[active[k]];
     const int before = old_gpus[k], after = new_gpus[k];
@@ -497,7 +456,8 @@ Status Engine::Schedule(double now, size_t epoch_index) {
       j.gpus = 0;
     }
   }
-  result_.epochs.push_back({now, allocated, running, static_cast<int>(active.size()) - running, solve_ms});
+  if (!sweep_rows.empty()) ApplySweeps(now, sweep_rows, sweep_want, allocated, running, in_queue);
+  result_.epochs.push_back({now, allocated, running, in_queue - running, solve_ms});
   result_.solve_ms_total += solve_ms;
   return Status::Ok();
 }
@@ -541,7 +501,9 @@ Result<SimResult> Engine::Run() {
   return std::move(result_);
 }
 
-}  // namespace
+}  // namespace internal
+
+using internal::Engine;
 
 Result<SimResult> Simulate(const AppTable& apps, const std::vector<JobSpec>& jobs, const SimConfig& config) {
   Engine e(apps, jobs, config);

@@ -121,7 +121,7 @@ Result<std::vector<JobSpec>> ReadPhillyWindow(const std::string& path, const Phi
   Result<csv::Table> tr = csv::Read(path);
   if (!tr.ok()) return tr.status();
   const csv::Table& t = tr.value();
-  const int cts = t.Column("timestamp"), cg = t.Column("num_gpus"), cgt = t.Column("gpu_time");
+  const int cts = t.Column("timestamp"), cg = t.Column("num_gpus"), cgt = t.Column("gpu_time"), cvc = t.Column("cluster");
   if (cts < 0 || cg < 0 || cgt < 0) {
     return Status(ErrorKind::kInvalidArgument, path + ": expected columns timestamp,num_gpus,gpu_time");
   }
@@ -129,6 +129,7 @@ Result<std::vector<JobSpec>> ReadPhillyWindow(const std::string& path, const Phi
     double ts;
     int gpus;
     double gpu_time;
+    std::string vc;
   };
   std::vector<Row> rows;
   for (size_t r = 0; r < t.rows.size(); ++r) {
@@ -138,7 +139,8 @@ Result<std::vector<JobSpec>> ReadPhillyWindow(const std::string& path, const Phi
     if (!g.ok()) return g.status();
     Result<double> gt = csv::Number(t, r, cgt);
     if (!gt.ok()) return gt.status();
-    rows.push_back({ts.value(), static_cast<int>(std::max<int64_t>(1, g.value())), gt.value()});
+    rows.push_back({ts.value(), static_cast<int>(std::max<int64_t>(1, g.value())), gt.value(),
+                    cvc < 0 ? std::string() : t.rows[r][static_cast<size_t>(cvc)]});
   }
   if (rows.empty()) return std::vector<JobSpec>{};
   std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.ts < b.ts; });
@@ -173,6 +175,7 @@ Result<std::vector<JobSpec>> ReadPhillyWindow(const std::string& path, const Phi
     j.name = app + "-" + std::to_string(jobs.size());
     j.app = app;
     j.arrival_s = r.ts - start;
+    j.user = r.vc;
     jobs.push_back(std::move(j));
   }
   return jobs;

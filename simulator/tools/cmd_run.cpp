@@ -34,6 +34,9 @@ struct RunOptions {
   std::string cluster;
   std::string sia_calibration = "on";
   std::string solver = "policy";
+  int fuse = 0;
+  double fuse_window_s = 600.0;
+  std::string fuse_profile;
 };
 
 std::string Usage() {
@@ -203,7 +206,15 @@ int RunSimulation(const std::vector<std::string>& args) {
        "with --cluster, dp only: policy = the dp policy's own multi-type method, exact = proven optimal "
        "(MCKP solver, CBC where it proves no optimum)")
       ("sia-calibration", po::value(&o.sia_calibration)->default_value(o.sia_calibration),
-       "with --cluster: on = jobs run slower by Sia's calibration factors (as Sia's simulator), off = as measured");
+       "with --cluster: on = jobs run slower by Sia's calibration factors (as Sia's simulator), off = as measured")
+      ("fuse", po::value(&o.fuse)->default_value(0),
+       "fused sweeps: train the trials of each sweep (one-GPU jobs of one submitter and model within --fuse-window; "
+       "philly only) fused, at most N per GPU; the optimizer chooses each sweep's GPUs and trials per GPU (0: off)")
+      ("fuse-window", po::value(&o.fuse_window_s)->default_value(o.fuse_window_s),
+       "with --fuse: a sweep's trials arrive within this many seconds of its first")
+      ("fuse-profile", po::value(&o.fuse_profile),
+       "with --fuse: speedup of w fused trials on one GPU: cpu-mlp, cpu-cnn (measured here) or W:S,W:S,... "
+       "(default: each model's own, from its one-GPU step times)");
   AddCommonOptions(desc, o.common);
   const elastic::cli::Prologue prologue{"elastic-sim", "\n" + Usage(), Usage(), ""};
   po::variables_map vm;
@@ -219,6 +230,27 @@ int RunSimulation(const std::vector<std::string>& args) {
   }
   SimConfig config = o.common.config;
   config.policy = o.policy;
+  if (o.fuse < 0) {
+    std::cerr << "elastic-sim: --fuse: expected 0 (off) or the most trials per GPU, got " << o.fuse << "\n";
+    return kExitUsage;
+  }
+  if (o.fuse > 0) {
+    if (o.format != "philly" || !o.cluster.empty() || o.isolated) {
+      std::cerr << "elastic-sim: --fuse groups one-GPU jobs into sweeps by their submitter, which only --format philly "
+                   "gives (its virtual clusters), on one GPU type, not --isolated\n";
+      return kExitUsage;
+    }
+    if (!(o.fuse_window_s >= 0.0)) {
+      std::cerr << "elastic-sim: --fuse-window: expected seconds >= 0, got " << o.fuse_window_s << "\n";
+      return kExitUsage;
+    }
+    config.fuse_max_per_gpu = o.fuse;
+    config.sweep_rule.window_s = o.fuse_window_s;
+    config.fuse_profile = o.fuse_profile;
+  } else if (!o.fuse_profile.empty() || !vm["fuse-window"].defaulted()) {
+    std::cerr << "elastic-sim: --fuse-profile and --fuse-window need --fuse N\n";
+    return kExitUsage;
+  }
   if (!o.cluster.empty()) return RunHetero(o, config);
   Result<AppTable> apps = LoadPolluxApplications(o.common.data_dir + "/pollux-adaptdl-osdi21/traces");
   if (!apps.ok()) {

@@ -18,6 +18,7 @@
 
 #include "elastic/common/error.h"
 #include "elastic/simulator/application.h"
+#include "elastic/simulator/sweeps.h"
 #include "elastic/simulator/workload.h"
 
 namespace elastic::simulator {
@@ -87,6 +88,18 @@ struct SimConfig {
   // extra cap). Jobs of `rigid_apps` stay at 1 GPU (Pollux pins ncf).
   int elastic_max_gpus = 0;
   std::vector<std::string> rigid_apps = {"ncf"};
+
+  // Fused sweeps (HFTA; docs/simulator.md, "Fused sweeps"): 0 = off, every job runs on its own
+  // GPUs (the results without it are those of a simulator without fusion). > 0: the jobs that
+  // GroupSweeps(sweep_rule) groups (sweeps.h) are the trials of fusable sweeps; each sweep is one
+  // job to the optimizer, its choice (GPUs, trials per GPU) with at most this many per GPU, its
+  // value from a fusion profile. Trials keep their requested batch and one GPU (or a share).
+  int fuse_max_per_gpu = 0;
+  SweepRule sweep_rule;
+  // The profile: "" = each model's own, from its measured one-GPU step times at the trials' batch
+  // (optimizer::ProfileFromStepTimes); else a built-in name or a W:S list
+  // (optimizer::ParseFusionProfile).
+  std::string fuse_profile;
 
   double max_time_s = 60.0 * 86400.0;  // stop simulating here (unfinished jobs are reported)
   // Called after every scheduling epoch with (simulated time, jobs finished, jobs in total).

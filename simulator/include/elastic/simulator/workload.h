@@ -22,6 +22,9 @@ struct JobSpec {
   int req_gpus = 1;
   int64_t req_batch = 0;  // 0: the application's initial batch
   int max_gpus = 0;       // 0: by the simulator's rule
+  // Who submitted it, as far as the workload says (the Philly trace: its virtual cluster, the
+  // `cluster` column); empty when unknown. Only the rule that groups sweeps (sweeps.h) reads it.
+  std::string user;
 };
 
 // Pollux workload CSV: name,time,application,num_replicas,batch_size (header required; the
@@ -40,7 +43,7 @@ std::string MapByGpuTime(double gpu_time_s, std::mt19937_64& rng);
 JobSpec RigidRequest(const Application& app, int gpus);
 
 // A window of the Philly trace (traces/philly.csv: timestamp,duration,num_gpus,gpu_time,
-// cluster): the jobs submitted in [start, start + hours) where start is "YYYY-MM-DD HH:MM:SS"
+// cluster; the virtual cluster becomes JobSpec::user when the column is there): the jobs submitted in [start, start + hours) where start is "YYYY-MM-DD HH:MM:SS"
 // (empty: the first timestamp of the file), arrivals relative to the window, models by
 // MapByGpuTime with `seed`, requests by RigidRequest with num_gpus capped at `max_gpus`.
 // `max_jobs` > 0 keeps that many (a seeded sample) as Pollux's 160-job workloads did.

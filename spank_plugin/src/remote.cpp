@@ -33,6 +33,8 @@ struct JobRecord {
   int gpus = 0;              // GPUs allocated to the job (slurm_text::RunningJobGpus)
   std::string gpu_type;      // their single type ("" when untyped or mixed)
   int64_t time_limit_s = 0;  // 0: none
+  uint32_t array_job_id = 0;   // an array task's array id (the first task's job id); 0: not an array task
+  uint32_t array_task_id = 0;  // its index in the array
 };
 
 Result<JobRecord> LoadJob(uint32_t job_id) {
@@ -58,6 +60,10 @@ Result<JobRecord> LoadJob(uint32_t job_id) {
   std::tie(job.gpu_type, job.gpus) =
       slurm_text::RunningJobGpus(s(j.tres_alloc_str), s(j.gres_total), s(j.tres_per_node), j.num_nodes);
   if (j.time_limit != INFINITE && j.time_limit != NO_VAL) job.time_limit_s = static_cast<int64_t>(j.time_limit) * 60;
+  if (j.array_task_id != NO_VAL && j.array_job_id != 0) {
+    job.array_job_id = j.array_job_id;
+    job.array_task_id = j.array_task_id;
+  }
   slurm_free_job_info_msg(msg);
   return job;
 }
@@ -106,6 +112,7 @@ void ParentJob(spank_t sp, PluginState& st, uint32_t job_id, uint32_t uid) {
     return;
   }
   Status s = CheckBaseGpus(spec, job.value().gpus);
+  if (s.ok()) s = CheckFusedArray(spec, job.value().array_job_id != 0);
   if (!s.ok()) {
     st.task_error = s.message();
     return;
@@ -138,6 +145,10 @@ void ParentJob(spank_t sp, PluginState& st, uint32_t job_id, uint32_t uid) {
                      {"gpu_type", job.value().gpu_type},
                      {"partition", job.value().partition},
                      {"time_limit_s", job.value().time_limit_s}};
+  if (job.value().array_job_id != 0) {
+    req["array_job"] = job.value().array_job_id;
+    req["array_task"] = job.value().array_task_id;
+  }
   auto reply = AskController(st.site, std::move(req));
   if (!reply.ok()) {
     st.task_warning = "could not register with the elastic controller at " + st.site.controller->ToString() + " (" +

@@ -28,6 +28,8 @@ constexpr std::array kTable{
     EnvVar{kLrScaling, kPlugin, kRuntime, true, false, "none, linear, sqrt or adascale (--elastic-lr-scaling)"},
     EnvVar{kModel, kPlugin, kProgram, true, false, "throughput profile name (--elastic-model)"},
     EnvVar{kFuseMaxPerGpu, kPlugin, kProgram, true, false, "most trials one GPU trains fused (--elastic-fuse)"},
+    EnvVar{kFuseTrials, kPlugin, kProgram, true, true, "the leader's trials: array task indexes, comma-separated"},
+    EnvVar{kFuseLeader, kPlugin, kProgram, true, true, "a member task: the job id of the leader that trains its trial"},
     EnvVar{kJoinToken, kPlugin | kLauncher, kRuntime | kLauncher, true, true,
            "32 hex digits: the job's initial token, or an extension group's one-time token"},
     EnvVar{kMungeSocket, kPlugin, kRuntime | kLauncher, true, false, "munged's socket for messages to elasticd"},

@@ -103,6 +103,22 @@ Result<nlohmann::json> AskController(const SiteConfig& site, nlohmann::json requ
   return reply;
 }
 
+// A fused sweep's task (--elastic-fuse): the leader gets the trials it trains, a member the job
+// that trains its trial (docs/interfaces.md section 3, "Fused sweeps").
+void ExportFuse(const nlohmann::json& reply, std::map<std::string, std::string>& env) {
+  if (!reply.contains("fuse") || !reply["fuse"].is_object()) return;
+  const nlohmann::json& fuse = reply["fuse"];
+  if (fuse.value("role", "") == "leader" && fuse.contains("trials") && fuse["trials"].is_array()) {
+    std::string list;
+    for (const auto& t : fuse["trials"]) {
+      if (t.is_number_unsigned()) list += (list.empty() ? "" : ",") + std::to_string(t.get<uint32_t>());
+    }
+    env[contract::kFuseTrials] = list;
+  } else if (fuse.value("role", "") == "member" && fuse.contains("leader") && fuse["leader"].is_number_unsigned()) {
+    env[contract::kFuseLeader] = std::to_string(fuse["leader"].get<uint32_t>());
+  }
+}
+
 void ParentJob(spank_t sp, PluginState& st, uint32_t job_id, uint32_t uid) {
   ElasticSpec& spec = st.spec;
   auto job = LoadJob(job_id);
@@ -158,6 +174,7 @@ void ParentJob(spank_t sp, PluginState& st, uint32_t job_id, uint32_t uid) {
     const auto& r = reply.value();
     env[contract::kMode] = r.value("mode", "elastic") == "elastic" ? "elastic" : "rigid";
     if (r.contains("join_token") && r["join_token"].is_string()) env[contract::kJoinToken] = r["join_token"];
+    ExportFuse(r, env);
     Log(LogLevel::kVerbose, kComponent, "job ", job_id, " registered (", Describe(spec), ")");
   }
   Export(sp, env);

@@ -30,12 +30,12 @@ def stamp(t):
 
 
 def array_tasks(array_job):
-    """{task index: (state, reason)} of the array's tasks squeue still shows."""
+    """{task index: (state, reason)} of the array's tasks that have not ended."""
     out = run(["squeue", "-h", "-r", "-j", str(array_job), "-o", "%K|%T|%r", "--states=all"]).stdout
     rows = {}
     for line in out.splitlines():
         task, state, reason = line.split("|")
-        if task.isdigit():
+        if task.isdigit() and state not in TERMINAL_STATES:
             rows[int(task)] = (state, reason)
     return rows
 

@@ -110,6 +110,7 @@ def main():
     p.add_argument("--elasticctl", default="elasticctl")
     args = p.parse_args()
     torch.set_num_threads(1)
+    args.out = os.path.abspath(args.out)
     os.makedirs(args.out, exist_ok=True)
     own = int(os.environ.get("SLURM_ARRAY_TASK_ID", "0"))
     leader = os.environ.get("ELASTIC_FUSE_LEADER")

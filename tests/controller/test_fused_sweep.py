@@ -1,8 +1,9 @@
 """slurm-labelled: a fused sweep (jobscripts/sweep_fused.sbatch, --elastic-fuse) on the local
 cluster. The array's first task to start leads the sweep and trains all 8 trials fused; elasticd
-holds the other tasks (they take no GPU even when GPUs are free), ends each when the leader reports
-its trial done, and every trial writes its own result; elastic-report's per-trial GPU-hours add up
-to sacct's GPU-hours of the array."""
+holds the other tasks (they take no GPU even when GPUs are free), widens the leader onto the idle
+GPUs (its trials spread over the new ranks) and narrows it when a rigid job waits, ends each task
+when the leader reports its trial done; every trial writes its own result, the same as the trial
+trained alone; elastic-report's per-trial GPU-hours add up to sacct's GPU-hours of the array."""
 
 import json
 import os
@@ -18,7 +19,7 @@ sys.path.insert(0, os.path.join(SOURCE, "tests", "python"))
 from clustertest import (CLUSTER_DIR, TERMINAL_STATES, job_workdir, read, run, sbatch, slurm_env,  # noqa: E402
                          tres)
 from cluster_files import install_example, install_package  # noqa: E402
-from e2e import ElasticdTestCase, status, wait_until  # noqa: E402
+from e2e import ElasticdTestCase, extension_jobs, gpus_of, status, wait_until  # noqa: E402
 from elasticd_fixture import BUILD_DIR  # noqa: E402
 
 REPORT = os.path.join(BUILD_DIR, "bin", "elastic-report")
@@ -37,6 +38,19 @@ def array_tasks(array_job):
         task, state, reason = line.split("|")
         if task.isdigit() and state not in TERMINAL_STATES:
             rows[int(task)] = (state, reason)
+    return rows
+
+
+def extension_accounting(leader, since):
+    """sacct's allocations of the leader's extension jobs (admin comment elastic-ext parent=LEADER)."""
+    out = run(["sacct", "-n", "-P", "-X", "--allusers", "-S", stamp(since), "-o",
+               "JobID,AdminComment,AllocTRES,ElapsedRaw,State"]).stdout
+    rows = []
+    for line in out.splitlines():
+        job, comment, alloc, elapsed, state = line.split("|")
+        if comment.startswith(f"elastic-ext parent={leader} "):
+            rows.append({"JobID": job, "State": state,
+                         "gpu_s": int(tres(alloc).get("gres/gpu", "0")) * int(elapsed or 0)})
     return rows
 
 
@@ -70,7 +84,7 @@ class FusedSweepTest(ElasticdTestCase):
                                for b in blockers), 30, "the blockers to run")
         wd = job_workdir("sweep")
         env = (f"ELASTIC_PREFIX={CLUSTER_DIR},ELASTIC_PYTHONPATH={pydir},TRAIN_SCRIPT={script},"
-               f"TRAIN_STEPS=300,TRAIN_SLEEP_MS=15")
+               f"ELASTIC_LOCAL_CLUSTER=1,TRAIN_STEPS=300,TRAIN_SLEEP_MS=120")
         array, _ = sbatch([f"--export=ALL,{env}", f"--array=0-{TRIALS - 1}", "--gres=gpu:a100:1",
                            "-o", "task-%a.out"], script=text, workdir=wd)
         self.jobs.append(array)
@@ -83,12 +97,24 @@ class FusedSweepTest(ElasticdTestCase):
         wait_until(lambda: all(run(["squeue", "-h", "-j", str(b), "-o", "%T"]).stdout.strip() in ("", "COMPLETED",
                                                                                                  "CANCELLED")
                                for b in blockers), 30, "the blockers to end")
-        time.sleep(2 * self.EPOCH)
+        # Widened onto the idle GPUs while the other tasks stay held.
+        wait_until(lambda: (gpus_of(leader) or 0) >= 2, 90, "the leader widened onto idle GPUs")
+        widest = gpus_of(leader)
         tasks = array_tasks(array)
         running = [t for t, (state, _) in tasks.items() if state == "RUNNING"]
         self.assertLessEqual(len(running), 1, f"tasks besides the leader started: {tasks}")
+        # Narrowed when a rigid job waits for the GPUs its extensions hold.
+        rigid, _ = sbatch(["-N2", "--gres=gpu:a100:3", "-o", "/dev/null"], wrap="sleep 5",
+                          workdir=job_workdir("rigid"))
+        self.jobs.append(rigid)
+        wait_until(lambda: run(["squeue", "-h", "-j", str(rigid), "-o", "%T", "--states=all"]).stdout.strip()
+                   in ("RUNNING", "COMPLETING", "COMPLETED"), 90, "the rigid job to start")
+        narrowed = gpus_of(leader)
+        print(f"leader at 1 -> {widest} GPUs, {narrowed} once the rigid job started")
+        self.assertIsNotNone(narrowed, "the sweep ended before the rigid job started: nothing was narrowed")
+        self.assertLess(narrowed, widest)
         # Every trial completes with its own result, trained in the leader.
-        wait_until(lambda: not array_tasks(array), 180, "every task of the array to end", interval=1)
+        wait_until(lambda: not array_tasks(array), 240, "every task of the array to end", interval=1)
         results = {}
         for t in range(TRIALS):
             path = os.path.join(wd, f"results-{array}", f"trial-{t}.json")
@@ -99,6 +125,17 @@ class FusedSweepTest(ElasticdTestCase):
             self.assertIn(results[t]["state"], ("finished", "stopped"))
             self.assertTrue(os.path.exists(results[t]["checkpoint"]))
         print("trials:", {t: (r["lr"], r["steps"], r["state"], round(r["loss"], 3)) for t, r in results.items()})
+        # Nothing lost in the moves: each trial's run is the one it has trained alone in one process.
+        ref = os.path.join(wd, "reference")
+        p = subprocess.run(["/usr/bin/python3", script, "--out", ref, "--steps", "300", "--elasticctl", "/bin/true"],
+                           env=dict(os.environ, PYTHONPATH=pydir, ELASTIC_FUSE_TRIALS=",".join(map(str, range(TRIALS))),
+                                    ELASTIC_FUSE_MAX_PER_GPU="1", ELASTIC_JOB_ID="0", OMP_NUM_THREADS="1"),
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        for t in range(TRIALS):
+            alone = json.loads(read(os.path.join(ref, f"trial-{t}.json")))
+            self.assertEqual((results[t]["steps"], results[t]["state"]), (alone["steps"], alone["state"]), t)
+            self.assertAlmostEqual(results[t]["loss"], alone["loss"], delta=1e-4, msg=f"trial {t}")
         # Accounting: per trial, adding up to sacct's GPU-hours of the array.
         rows = array_accounting(array)
         until = time.time() + 1
@@ -112,9 +149,15 @@ class FusedSweepTest(ElasticdTestCase):
         self.assertEqual(sorted(t["task"] for t in sweep["trials"]), list(range(TRIALS)))
         for t in sweep["trials"]:
             self.assertEqual(t["steps"], results[t["task"]]["steps"], t)
-        sacct_h = sum(r["gpu_s"] for r in rows) / 3600.0
+        extensions = extension_accounting(leader, since)
+        self.assertTrue(extensions, "sacct lists no extension job of the leader")
+        sacct_h = sum(r["gpu_s"] for r in rows + extensions) / 3600.0
         trials_h = sum(t["gpu_hours"] for t in sweep["trials"])
-        print(f"GPU-hours: sacct {sacct_h:.6f}, trials {trials_h:.6f}, leader {sweep['leader_gpu_hours']:.6f}")
+        print(f"GPU-hours: sacct {sacct_h:.6f} (array tasks and {len(extensions)} extension jobs), "
+              f"trials {trials_h:.6f}, leader {sweep['leader_gpu_hours']:.6f}")
+        for t in sweep["trials"]:
+            print(f"  {t['job_id']}: steps {t['steps']} {t['state']} {t['gpu_hours']:.6f} GPU-h "
+                  f"(fused {t['fused_gpu_hours']:.6f}, own {t['own_gpu_hours']:.6f})")
         self.assertGreater(sacct_h, 0)
         self.assertAlmostEqual(trials_h, sacct_h, delta=1e-6 + 0.001 * sacct_h)
         self.assertAlmostEqual(sweep["gpu_hours"], sacct_h, delta=1e-6 + 0.001 * sacct_h)

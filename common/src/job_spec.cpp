@@ -25,6 +25,7 @@ constexpr IntField kIntFields[] = {
     {"batch_max", kBatchMax, nullptr, &JobSpec::batch, &Bounds::max},
     {"local_batch_min", kLocalBatchMin, nullptr, &JobSpec::local_batch, &Bounds::min},
     {"local_batch_max", kLocalBatchMax, nullptr, &JobSpec::local_batch, &Bounds::max},
+    {"fuse_max_per_gpu", kFuseMaxPerGpu, &JobSpec::fuse_max_per_gpu, nullptr, nullptr},
 };
 
 struct StringField {

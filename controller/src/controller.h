@@ -104,6 +104,19 @@ class Controller {
   Json OnPauseAll(const Request& r);  // pause_all, resume_all
   Json OnSetPolicy(const Request& r);
   Json OnSnapshot(const Request& r);
+  Json OnTrialDone(const Request& r);  // fused_sweep.cpp
+
+  // ---- fused_sweep.cpp: fused sweeps (--elastic-fuse arrays), fused_sweep.h
+  // The running leader of array `array_job` other than job `except`; nullptr when none.
+  ElasticJob* SweepLeader(uint32_t array_job, uint32_t except);
+  // A fused array task registering while its array has a leader: the reply that makes it a member
+  // (it ends at once, its trial trained by the leader); nullopt for every other job.
+  std::optional<Json> FusedMemberReply(uint32_t job_id, const Json& msg);
+  // The registering task leads its array's sweep: holds the array's pending tasks, records them
+  // in job.fuse; the reply's "fuse" object {role: leader, trials}.
+  Json BecomeSweepLeader(ElasticJob& job, const Json& msg);
+  // The leader ended: its held tasks whose trial it did not finish are released.
+  void EndSweep(ElasticJob& job);
 
   // ---- events.cpp
   // Something the plan should react to happened (a job registered, reported its first step, a

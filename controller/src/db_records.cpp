@@ -202,4 +202,10 @@ void RecordEpoch(Database& db, double started_at, double duration_ms, const std:
           decisions.dump()});
 }
 
+void RecordTrial(Database& db, double now, uint32_t array_job, uint32_t task, uint32_t leader, int64_t steps,
+                 const std::string& state, const std::string& result) {
+  db.Run("INSERT OR REPLACE INTO trials (array_job, task, leader, steps, state, result, at) VALUES (?,?,?,?,?,?,?)",
+         {int64_t{array_job}, int64_t{task}, int64_t{leader}, steps, state, result, now});
+}
+
 }  // namespace elastic::controller::records

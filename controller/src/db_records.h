@@ -76,4 +76,8 @@ void Audit(Database& db, double now, std::optional<uid_t> actor, const std::stri
 void RecordEpoch(Database& db, double started_at, double duration_ms, const std::string& policy, int64_t jobs,
                  std::optional<double> objective, const nlohmann::json& inputs, const nlohmann::json& decisions);
 
+// A fused sweep's trial as its leader reported it (the journal's trials table).
+void RecordTrial(Database& db, double now, uint32_t array_job, uint32_t task, uint32_t leader, int64_t steps,
+                 const std::string& state, const std::string& result);
+
 }  // namespace elastic::controller::records

@@ -37,6 +37,10 @@ void Usage(std::FILE* out) {
                "  pause-all            stop every elastic action (administrators)\n"
                "  resume-all           resume them\n"
                "  set-policy NAME      switch the optimizer's policy (administrators)\n"
+               "  trial-done JOB TRIAL STEPS [STATE [RESULT]]\n"
+               "                       a fused sweep's leader JOB (its owner) reports trial TRIAL (an array\n"
+               "                       task index) done after STEPS trial-steps; STATE finished (default),\n"
+               "                       stopped or diverged; RESULT where its result or state is\n"
                "  snapshot             print elasticd's view of Slurm and its registry as JSON, for\n"
                "                       `elasticd-bench replay` (administrators)\n\n"
                "Administrators: root, SlurmUser, and users whose Slurm AdminLevel is Operator or Administrator\n"
@@ -143,6 +147,35 @@ int JobCommand(const Options& o, const char* type) {
   return kExitOk;
 }
 
+// A decimal count (0 allowed), or nothing.
+std::optional<unsigned long> Count(const std::string& text) {
+  char* end = nullptr;
+  if (text.empty() || text[0] == '-') return std::nullopt;
+  unsigned long v = std::strtoul(text.c_str(), &end, 10);
+  if (*end != '\0') return std::nullopt;
+  return v;
+}
+
+int TrialDone(const Options& o) {
+  if (o.args.size() < 4 || o.args.size() > 6) {
+    return Fail(kExitUsage, "trial-done needs JOB TRIAL STEPS [STATE [RESULT]] (see --help)");
+  }
+  auto job = Count(o.args[1]);
+  auto trial = Count(o.args[2]);
+  auto steps = Count(o.args[3]);
+  if (!job || *job == 0) return Fail(kExitUsage, "'" + o.args[1] + "' is not a job id");
+  if (!trial) return Fail(kExitUsage, "'" + o.args[2] + "' is not an array task index");
+  if (!steps) return Fail(kExitUsage, "'" + o.args[3] + "' is not a number of steps");
+  Json request{{"type", "trial_done"}, {"job", *job}, {"trial", *trial}, {"steps", *steps}};
+  if (o.args.size() > 4) request["state"] = o.args[4];
+  if (o.args.size() > 5) request["result"] = o.args[5];
+  auto r = Call(o, std::move(request));
+  if (!r.ok()) return Report(r);
+  std::printf("job %lu: trial %lu recorded%s\n", *job, *trial,
+              r.value().value("task_ended", false) ? ", its array task ended" : "");
+  return kExitOk;
+}
+
 int Simple(const Options& o, Json request, const char* done) {
   auto r = Call(o, std::move(request));
   if (!r.ok()) return Report(r);
@@ -187,6 +220,7 @@ int main(int argc, char** argv) {
     std::printf("%s\n", r.value()["snapshot"].dump().c_str());
     return kExitOk;
   }
+  if (cmd == "trial-done") return TrialDone(o);
   if (cmd == "set-policy" && o.args.size() == 2) {
     return Simple(o, {{"type", "set_policy"}, {"policy", o.args[1]}}, ("policy set to " + o.args[1]).c_str());
   }

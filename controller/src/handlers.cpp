@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "controller.h"
+#include "elastic/common/job_spec.h"
 #include "elastic/common/join_token.h"
 #include "elastic/common/log.h"
 #include "elastic/common/wire.h"
@@ -85,6 +86,7 @@ const std::map<std::string, Controller::HandlerEntry>& Controller::Handlers() {
       {"ready", {Caller::kJobOwner, "", &Controller::OnReady}},
       {"left", {Caller::kJobOwner, "", &Controller::OnLeft}},
       {"ended", {Caller::kJobOwner, "", &Controller::OnEnded}},
+      {"trial_done", {Caller::kJobOwner, "", &Controller::OnTrialDone}},
       {"status", {Caller::kAnyone, "", &Controller::OnStatus}},
       {"plan", {Caller::kOperator, "", &Controller::OnPlan}},
       {"snapshot", {Caller::kOperator, "", &Controller::OnSnapshot}},
@@ -166,6 +168,7 @@ nlohmann::json Controller::OnRegister(const Request& r) {
   if (Field<uint32_t>(r.msg, "user", j.user_id) != j.user_id) {
     throw Refuse(ErrorKind::kPermission, "job " + std::to_string(id) + " does not belong to that user");
   }
+  if (auto member = FusedMemberReply(id, r.msg)) return *member;
   ElasticJob job;
   auto old = registry_.jobs.find(id);
   if (old != registry_.jobs.end()) job = old->second;  // a restarted batch step registers again
@@ -187,13 +190,19 @@ nlohmann::json Controller::OnRegister(const Request& r) {
   job.state = "running";
   job.init_token = contract::NewJoinToken().value();
   if (job.registered_at == 0) job.registered_at = Now();
+  Json fuse;
+  if (contract::JobSpec::FromJson(job.spec).Fused() && r.msg.value("array_job", 0u) != 0) {
+    fuse = BecomeSweepLeader(job, r.msg);
+  }
   registry_.jobs[id] = job;
   SaveJob(job);
   SetGpus(registry_.jobs[id], registry_.CurrentGpus(job));
   Audit(r.uid, "register", id, {{"gpus", job.base_gpus}, {"spec", job.spec}, {"user", job.user}});
   Log(LogLevel::kInfo, kComponent, "registered elastic job ", id, " of ", job.user, " at ", job.base_gpus, " ",
       job.gpu_type, " GPUs");
-  return {{"mode", "elastic"}, {"join_token", job.init_token}, {"epoch_s", config_.epoch_s}};
+  Json reply{{"mode", "elastic"}, {"join_token", job.init_token}, {"epoch_s", config_.epoch_s}};
+  if (!fuse.is_null()) reply["fuse"] = fuse;
+  return reply;
 }
 
 nlohmann::json Controller::OnRegisterExtension(const Request& r) {
@@ -498,6 +507,10 @@ nlohmann::json Controller::OnStatus(const Request& r) {
                     {"metrics_received", job.metrics_received},
                     {"samples_done", job.samples_done},
                     {"total_samples", job.total_samples},
+                    {"fuse", job.fuse.is_object() ? Json{{"array_job", job.fuse.value("array_job", 0u)},
+                                                         {"trials", job.fuse.value("trials", Json::array())},
+                                                         {"done", job.fuse.value("done", Json::object()).size()}}
+                                                  : Json()},
                     {"extensions", exts}});
   }
   Json reply{{"jobs", jobs}, {"paused", paused_all_}, {"policy", config_.policy}, {"epoch", epochs_},

@@ -68,6 +68,7 @@ void Controller::EndJob(ElasticJob& job, const std::string& why) {
     if (it != registry_.extensions.end()) EndExtension(it->second, ExtState::kCancelled, "parent " + why, true);
   }
   records::CancelCommands(*db_, job.id);
+  EndSweep(job);
   job.state = "ended";
   SetGpus(job, 0);
   SaveJob(job);

@@ -90,6 +90,7 @@ nlohmann::json ElasticJob::ToJson() const {
                    {"grow_batch", grow_batch_json}, {"batch_command", batch_command},
                    {"batch_command_at", batch_command_at},
                    {"samples", samples_json}};
+  if (!fuse.is_null()) j["fuse"] = fuse;
   if (efficiency) {
     j["efficiency"] = {efficiency->init_batch, efficiency->grad_sqr, efficiency->grad_var};
   }
@@ -132,6 +133,7 @@ ElasticJob ElasticJob::FromJson(const nlohmann::json& j) {
   for (const auto& [gpus, b] : grow_batch.items()) job.grow_batch[std::stoi(gpus)] = b.get<int64_t>();
   job.batch_command = j.value("batch_command", int64_t{0});
   job.batch_command_at = j.value("batch_command_at", 0.0);
+  job.fuse = j.value("fuse", nlohmann::json());
   for (const auto& s : j.value("samples", nlohmann::json::array())) {
     job.samples.push_back({s.at(0).get<int>(), s.at(1).get<int>(), s.at(2).get<double>(), s.at(3).get<double>()});
   }

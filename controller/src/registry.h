@@ -60,6 +60,9 @@ struct ElasticJob {
   std::vector<optimizer::StepSample> samples;  // recent step-time observations
   std::optional<optimizer::EfficiencyParams> efficiency;
   MetricsTrust trust;  // what the plausibility check of its metrics keeps (metrics_check.h)
+  // The leader of a fused sweep (fused_sweep.h): {"array_job", "task", "trials": [task indexes],
+  // "held": [tasks elasticd holds for it], "done": {task: trial-steps}}; null for other jobs.
+  nlohmann::json fuse;
   // The step-time model fitted from `samples` (persisted with the job record at its next save, so
   // that a restarted elasticd plans with it at once and refits only what FitDue says). Fitting
   // is the costly part of an epoch: model_refits.h chooses the jobs fitted in each epoch, within

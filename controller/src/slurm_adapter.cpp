@@ -82,6 +82,11 @@ JobInfo FromRecord(const slurm_job_info_t& j) {
   job.completing = (j.job_state & JOB_COMPLETING) != 0;
   if (job.state == SlurmJobState::kEnded && WIFEXITED(j.exit_code)) job.exit_code = WEXITSTATUS(j.exit_code);
   job.restarts = static_cast<int>(j.restart_cnt);
+  if (j.array_job_id != 0) {
+    job.array_job_id = j.array_job_id;
+    if (j.array_task_id != NO_VAL) job.array_task_id = j.array_task_id;
+    job.array_tasks_pending = Str(j.array_task_str);
+  }
   return job;
 }
 
@@ -236,6 +241,41 @@ Status SlurmAdapter::Cancel(uint32_t job_id) {
     int err = SlurmErrno();
     if (err == ESLURM_ALREADY_DONE || err == ESLURM_INVALID_JOB_ID) return Status::Ok();
     return SlurmError("cannot cancel job " + std::to_string(job_id));
+  }
+  return Status::Ok();
+}
+
+namespace {
+std::string TaskName(uint32_t array_job, uint32_t task) { return std::to_string(array_job) + "_" + std::to_string(task); }
+
+Status UpdateTaskPriority(uint32_t array_job, uint32_t task, uint32_t priority, const char* what) {
+  std::string name = TaskName(array_job, task);
+  job_desc_msg_t u;
+  slurm_init_job_desc_msg(&u);
+  u.job_id_str = name.data();
+  u.priority = priority;
+  if (slurm_update_job(&u) != SLURM_SUCCESS) return SlurmError(std::string("cannot ") + what + " array task " + name);
+  return Status::Ok();
+}
+}  // namespace
+
+Status SlurmAdapter::HoldArrayTask(uint32_t array_job, uint32_t task) {
+  Timed t("slurm_update_job(hold task)");
+  return UpdateTaskPriority(array_job, task, 0, "hold");
+}
+
+Status SlurmAdapter::ReleaseArrayTask(uint32_t array_job, uint32_t task) {
+  Timed t("slurm_update_job(release task)");
+  return UpdateTaskPriority(array_job, task, INFINITE, "release");
+}
+
+Status SlurmAdapter::CancelArrayTask(uint32_t array_job, uint32_t task) {
+  Timed t("slurm_kill_job2");
+  std::string name = TaskName(array_job, task);
+  if (slurm_kill_job2(name.c_str(), SIGKILL, 0, nullptr) != SLURM_SUCCESS) {
+    int err = SlurmErrno();
+    if (err == ESLURM_ALREADY_DONE || err == ESLURM_INVALID_JOB_ID) return Status::Ok();
+    return SlurmError("cannot cancel array task " + name);
   }
   return Status::Ok();
 }

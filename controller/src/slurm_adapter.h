@@ -77,6 +77,12 @@ struct JobInfo {
   int exit_code = -1;
   bool completing = false;
   int restarts = 0;        // times Slurm has requeued the job (SLURM_RESTART_COUNT)
+  // Job arrays: the array's id (its first task's job id; 0 when the job is no array task), the
+  // task's index, and for the record of tasks still pending together, their indexes as Slurm
+  // writes them ("1-7", "1,3,5-9:2", with "%N" for a throttle) and array_task_id unset (-1).
+  uint32_t array_job_id = 0;
+  int64_t array_task_id = -1;
+  std::string array_tasks_pending;
 };
 
 // A user's AdminLevel in Slurm's accounting (sacctmgr's adminlevel): None, Operator or
@@ -119,6 +125,12 @@ class SlurmAdapter {
   Status Release(uint32_t job_id);
   // Cancels a job (SIGKILL to every step, as scancel does). A job that already ended is fine.
   Status Cancel(uint32_t job_id);
+  // One task of a job array, named as Slurm's commands name it ("12_3"): held (priority 0),
+  // released, or cancelled (a task that already ended is fine). Holding or releasing one task of
+  // the array's pending record splits it off as a job of its own.
+  Status HoldArrayTask(uint32_t array_job, uint32_t task);
+  Status ReleaseArrayTask(uint32_t array_job, uint32_t task);
+  Status CancelArrayTask(uint32_t array_job, uint32_t task);
   // Requeues an ended batch job (`scontrol requeue`). Slurm starts it again once the
   // credentials of its last run have expired (AuthInfo cred_expire, 120 s by default): an earlier
   // start on the same node fails with "Job credential revoked". kUnavailable while the job is

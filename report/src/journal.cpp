@@ -124,6 +124,13 @@ Result<Journal> ReadJournal(const std::string& path) {
               j.extensions.push_back({U64(st, 0), sqlite3_column_int64(st, 1), U64(st, 2), Int(st, 3), Text(st, 4)});
             });
   if (!e.empty()) return fail(e);
+  if (tables.count("trials")) {
+    e = Query(db.get(), journal::kReadTrials, [&](sqlite3_stmt* st) {
+      j.trials.push_back({U64(st, 0), static_cast<uint32_t>(U64(st, 1)), U64(st, 2), sqlite3_column_int64(st, 3),
+                          Text(st, 4), Text(st, 5)});
+    });
+    if (!e.empty()) return fail(e);
+  }
   Query(db.get(), "COMMIT", nullptr);
   return j;
 }

@@ -59,6 +59,17 @@ nlohmann::json GroupJson(const GroupRow& g, const Report& r, bool total) {
   return j;
 }
 
+nlohmann::json SweepJson(const SweepUsage& s) {
+  nlohmann::json trials = nlohmann::json::array();
+  for (const TrialUsage& t : s.trials) {
+    trials.push_back({{"task", t.task}, {"job_id", t.job_id}, {"steps", t.steps}, {"state", t.state},
+                      {"result", t.result}, {"own_gpu_hours", t.own_gpu_s / 3600.0},
+                      {"fused_gpu_hours", t.fused_gpu_s / 3600.0}, {"gpu_hours", t.GpuHours()}});
+  }
+  return {{"array_job", s.array_job}, {"leader", s.leader}, {"account", s.account}, {"user", s.user},
+          {"leader_gpu_hours", s.leader_gpu_s / 3600.0}, {"gpu_hours", s.array_gpu_s / 3600.0}, {"trials", trials}};
+}
+
 std::vector<std::string> CsvRow(const GroupRow& g, const Report& r) {
   auto opt = [&](std::string v) { return r.have_journal ? v : std::string(); };
   return {CsvField(g.group),
@@ -118,6 +129,8 @@ std::string RenderJson(const Report& r) {
   j["groups"] = nlohmann::json::array();
   for (const auto& g : r.groups) j["groups"].push_back(GroupJson(g, r, false));
   j["total"] = GroupJson(r.total, r, true);
+  j["sweeps"] = nlohmann::json::array();
+  for (const auto& sw : r.sweeps) j["sweeps"].push_back(SweepJson(sw));
   j["warnings"] = r.warnings;
   return j.dump(2) + "\n";
 }
@@ -173,6 +186,15 @@ std::string RenderTable(const Report& r) {
       out += std::string(total_width - 2, '-') + "\n";
     }
     emit(rows[i]);
+  }
+  for (const SweepUsage& sw : r.sweeps) {
+    out += "\nFused sweep " + std::to_string(sw.array_job) + " (leader job " + std::to_string(sw.leader) + ", " +
+           sw.user + "/" + sw.account + "): " + Fixed(sw.array_gpu_s / 3600.0, 4) + " GPU-h, split by trial-steps\n";
+    for (const TrialUsage& t : sw.trials) {
+      out += "  " + t.job_id + "  steps " + std::to_string(t.steps) + "  " + (t.state.empty() ? "-" : t.state) +
+             "  GPU-h " + Fixed(t.GpuHours(), 4) + " (fused " + Fixed(t.fused_gpu_s / 3600.0, 4) + ", own " +
+             Fixed(t.own_gpu_s / 3600.0, 4) + ")\n";
+    }
   }
   return out;
 }

@@ -1,5 +1,7 @@
 #include "elastic/report/report.h"
 
+#include "elastic/report/sweeps.h"
+
 #include <algorithm>
 #include <cmath>
 #include <set>
@@ -306,6 +308,7 @@ Report BuildReport(const std::vector<SacctRecord>& sacct, const Journal* journal
                      [&](const GroupRow& a, const GroupRow& b) { return parts(a.group) < parts(b.group); });
   }
   rep.jobs = std::move(jobs);
+  if (journal) rep.sweeps = SplitSweeps(rep.jobs, *journal);
   return rep;
 }
 

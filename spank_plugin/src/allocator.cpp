@@ -1,12 +1,35 @@
 // Allocator context (sbatch, salloc) and local context (srun): validate the options before a
 // job exists. Nothing here talks to the controller.
+#include <dlfcn.h>
+
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 #include "plugin_state.h"
 
 namespace elastic::spank {
+namespace {
+
+// Whether sbatch was given --array (on its command line, in #SBATCH lines or as SBATCH_ARRAY_INX).
+// SPANK has no item for it in the allocator context, so this asks sbatch's own option table
+// through slurm_option_get(), the call Slurm's cli_filter plugins use, on sbatch's options `opt`
+// (both exported by sbatch and libslurmfull in Slurm 22.05 to 24.11). Nothing when either is
+// missing: the batch step then checks the job itself (remote.cpp).
+std::optional<bool> SbatchGaveArray() {
+  using OptionGet = char* (*)(void*, const char*);
+  auto get = reinterpret_cast<OptionGet>(dlsym(RTLD_DEFAULT, "slurm_option_get"));
+  void* opt = dlsym(RTLD_DEFAULT, "opt");
+  if (get == nullptr || opt == nullptr) return std::nullopt;
+  // The value is Slurm's allocation (xmalloc); sbatch exits soon after, so it is left to it.
+  const char* indexes = get(opt, "array");
+  if (indexes == nullptr) return false;
+  if (std::strcmp(indexes, "invalid-context") == 0) return std::nullopt;
+  return indexes[0] != '\0';
+}
+
+}  // namespace
 
 int AllocatorPostOpt(spank_t sp) {
   PluginState& st = State();
@@ -29,6 +52,15 @@ int AllocatorPostOpt(spank_t sp) {
     return -1;
   }
   if (!spec.Elastic()) return 0;
+  if (spec.fuse) {
+    std::optional<bool> array = SbatchGaveArray();
+    if (!array) {
+      slurm_verbose("elastic: cannot see sbatch's --array here; the batch step checks that the job is an array");
+    } else if (Status fused = CheckFusedArray(spec, *array); !fused.ok()) {
+      slurm_error("elastic: %s", fused.message().c_str());
+      return -1;
+    }
+  }
   if (!st.site.enabled) {
     slurm_spank_log("elastic: elastic scheduling is disabled on this cluster; the job will run rigid at %ld GPUs",
                     static_cast<long>(spec.gpus->min));

@@ -33,6 +33,8 @@ struct JobRecord {
   int gpus = 0;              // GPUs allocated to the job (slurm_text::RunningJobGpus)
   std::string gpu_type;      // their single type ("" when untyped or mixed)
   int64_t time_limit_s = 0;  // 0: none
+  uint32_t array_job_id = 0;   // an array task's array id (the first task's job id); 0: not an array task
+  uint32_t array_task_id = 0;  // its index in the array
 };
 
 Result<JobRecord> LoadJob(uint32_t job_id) {
@@ -58,6 +60,10 @@ Result<JobRecord> LoadJob(uint32_t job_id) {
   std::tie(job.gpu_type, job.gpus) =
       slurm_text::RunningJobGpus(s(j.tres_alloc_str), s(j.gres_total), s(j.tres_per_node), j.num_nodes);
   if (j.time_limit != INFINITE && j.time_limit != NO_VAL) job.time_limit_s = static_cast<int64_t>(j.time_limit) * 60;
+  if (j.array_task_id != NO_VAL && j.array_job_id != 0) {
+    job.array_job_id = j.array_job_id;
+    job.array_task_id = j.array_task_id;
+  }
   slurm_free_job_info_msg(msg);
   return job;
 }
@@ -97,6 +103,22 @@ Result<nlohmann::json> AskController(const SiteConfig& site, nlohmann::json requ
   return reply;
 }
 
+// A fused sweep's task (--elastic-fuse): the leader gets the trials it trains, a member the job
+// that trains its trial (docs/interfaces.md section 3, "Fused sweeps").
+void ExportFuse(const nlohmann::json& reply, std::map<std::string, std::string>& env) {
+  if (!reply.contains("fuse") || !reply["fuse"].is_object()) return;
+  const nlohmann::json& fuse = reply["fuse"];
+  if (fuse.value("role", "") == "leader" && fuse.contains("trials") && fuse["trials"].is_array()) {
+    std::string list;
+    for (const auto& t : fuse["trials"]) {
+      if (t.is_number_unsigned()) list += (list.empty() ? "" : ",") + std::to_string(t.get<uint32_t>());
+    }
+    env[contract::kFuseTrials] = list;
+  } else if (fuse.value("role", "") == "member" && fuse.contains("leader") && fuse["leader"].is_number_unsigned()) {
+    env[contract::kFuseLeader] = std::to_string(fuse["leader"].get<uint32_t>());
+  }
+}
+
 void ParentJob(spank_t sp, PluginState& st, uint32_t job_id, uint32_t uid) {
   ElasticSpec& spec = st.spec;
   auto job = LoadJob(job_id);
@@ -106,6 +128,7 @@ void ParentJob(spank_t sp, PluginState& st, uint32_t job_id, uint32_t uid) {
     return;
   }
   Status s = CheckBaseGpus(spec, job.value().gpus);
+  if (s.ok()) s = CheckFusedArray(spec, job.value().array_job_id != 0);
   if (!s.ok()) {
     st.task_error = s.message();
     return;
@@ -138,6 +161,10 @@ void ParentJob(spank_t sp, PluginState& st, uint32_t job_id, uint32_t uid) {
                      {"gpu_type", job.value().gpu_type},
                      {"partition", job.value().partition},
                      {"time_limit_s", job.value().time_limit_s}};
+  if (job.value().array_job_id != 0) {
+    req["array_job"] = job.value().array_job_id;
+    req["array_task"] = job.value().array_task_id;
+  }
   auto reply = AskController(st.site, std::move(req));
   if (!reply.ok()) {
     st.task_warning = "could not register with the elastic controller at " + st.site.controller->ToString() + " (" +
@@ -147,6 +174,7 @@ void ParentJob(spank_t sp, PluginState& st, uint32_t job_id, uint32_t uid) {
     const auto& r = reply.value();
     env[contract::kMode] = r.value("mode", "elastic") == "elastic" ? "elastic" : "rigid";
     if (r.contains("join_token") && r["join_token"].is_string()) env[contract::kJoinToken] = r["join_token"];
+    ExportFuse(r, env);
     Log(LogLevel::kVerbose, kComponent, "job ", job_id, " registered (", Describe(spec), ")");
   }
   Export(sp, env);

@@ -86,6 +86,9 @@ const std::vector<OptionInfo>& Options() {
       {OptionId::kLrScaling, "elastic-lr-scaling", "RULE",
        "[elastic] How the learning rate follows the batch size: none, linear, sqrt or adascale."},
       {OptionId::kModel, "elastic-model", "NAME", "[elastic] Name of a throughput profile the site keeps for this model."},
+      {OptionId::kFuse, "elastic-fuse", "MAX_PER_GPU",
+       "[elastic] Array jobs: train the array's tasks (trials) fused as one elastic job, up to MAX_PER_GPU "
+       "trials per GPU; the controller picks the GPU count and trials per GPU."},
       {OptionId::kNoElastic, "no-elastic", nullptr,
        "[elastic] Run rigid even if elastic options are given (e.g. to override #SBATCH lines)."},
       {OptionId::kExtension, "elastic-extension", "PARENT:GROUP",
@@ -102,7 +105,7 @@ const OptionInfo& Info(OptionId id) {
 }
 
 bool ElasticSpec::AnyElasticOption() const {
-  return gpus || gpu_step || batch || local_batch || lr_scaling || model;
+  return gpus || gpu_step || batch || local_batch || lr_scaling || model || fuse;
 }
 
 Status SetOption(ElasticSpec& spec, OptionId id, const char* value) {
@@ -148,6 +151,11 @@ Status SetOption(ElasticSpec& spec, OptionId id, const char* value) {
       if (v.front() == '.' || v.front() == '-') return Bad(Flag(id) + ": " + Quote(v) + " must start with a letter, digit or '_'");
       return Store(spec.model, std::string(v), id, [](const std::string& s) { return s; });
     }
+    case OptionId::kFuse: {
+      auto n = PositiveInt(v, kMaxFusePerGpu, Flag(id));
+      if (!n.ok()) return n.status();
+      return Store(spec.fuse, n.value(), id, [](int64_t x) { return std::to_string(x); });
+    }
     case OptionId::kNoElastic:
       // A flag. sbatch hands its options on to the job's sruns through the environment, where
       // Slurm writes a flag's absent value as the text "(null)"; srun gives that back to us.
@@ -172,10 +180,11 @@ Status SetOption(ElasticSpec& spec, OptionId id, const char* value) {
 Status Validate(ElasticSpec& spec, const SiteConfig& site) {
   if (spec.no_elastic) return Status::Ok();  // everything else is ignored: the job is rigid
   if (!spec.gpus) {
-    for (OptionId id : {OptionId::kGpuStep, OptionId::kBatch, OptionId::kLocalBatch, OptionId::kLrScaling, OptionId::kModel}) {
+    for (OptionId id : {OptionId::kGpuStep, OptionId::kBatch, OptionId::kLocalBatch, OptionId::kLrScaling,
+                        OptionId::kModel, OptionId::kFuse}) {
       bool given = (id == OptionId::kGpuStep && spec.gpu_step) || (id == OptionId::kBatch && spec.batch) ||
                    (id == OptionId::kLocalBatch && spec.local_batch) || (id == OptionId::kLrScaling && spec.lr_scaling) ||
-                   (id == OptionId::kModel && spec.model);
+                   (id == OptionId::kModel && spec.model) || (id == OptionId::kFuse && spec.fuse);
       if (given) return Bad(Flag(id) + " needs --elastic-gpus=MIN:MAX, which makes the job elastic");
     }
     return Status::Ok();
@@ -189,6 +198,19 @@ Status Validate(ElasticSpec& spec, const SiteConfig& site) {
   if (g.min % step != 0 || g.max % step != 0) {
     return Bad("--elastic-gpu-step " + std::to_string(step) + " must divide --elastic-gpus MIN " +
                std::to_string(g.min) + " and MAX " + std::to_string(g.max));
+  }
+  if (spec.fuse) {
+    // A fused sweep's ranks each train whole trials, at each trial's own batch size.
+    if (step > 1) {
+      return Bad("--elastic-fuse cannot be combined with --elastic-gpu-step " + std::to_string(step) +
+                 ": each GPU of a fused sweep trains whole trials; drop --elastic-gpu-step");
+    }
+    for (OptionId id : {OptionId::kBatch, OptionId::kLocalBatch}) {
+      if ((id == OptionId::kBatch && spec.batch) || (id == OptionId::kLocalBatch && spec.local_batch)) {
+        return Bad("--elastic-fuse cannot be combined with " + Flag(id) +
+                   ": each trial of a fused sweep keeps its own batch size; drop " + Flag(id));
+      }
+    }
   }
   if (spec.batch && site.max_batch && spec.batch->max > *site.max_batch) {
     return Bad("--elastic-batch: MAX " + std::to_string(spec.batch->max) + " exceeds this cluster's limit of " +
@@ -221,6 +243,13 @@ Status CheckBaseGpus(const ElasticSpec& spec, int64_t allocated_gpus) {
   return Status::Ok();
 }
 
+Status CheckFusedArray(const ElasticSpec& spec, bool array_job) {
+  if (!spec.Elastic() || !spec.fuse || array_job) return Status::Ok();
+  return Bad("--elastic-fuse=" + std::to_string(*spec.fuse) +
+             " is for job arrays, whose tasks are the sweep's trials: submit with --array (e.g. sbatch --array=0-7 "
+             "--elastic-fuse=" + std::to_string(*spec.fuse) + " ...), or drop --elastic-fuse");
+}
+
 contract::JobSpec ToJobSpec(const ElasticSpec& spec) {
   contract::JobSpec out;
   if (spec.gpus) out.gpus = {spec.gpus->min, spec.gpus->max};
@@ -229,6 +258,7 @@ contract::JobSpec ToJobSpec(const ElasticSpec& spec) {
   if (spec.local_batch) out.local_batch = {spec.local_batch->min, spec.local_batch->max};
   out.lr_scaling = spec.lr_scaling.value_or("none");
   out.model = spec.model;
+  out.fuse_max_per_gpu = spec.fuse;
   return out;
 }
 
@@ -244,6 +274,7 @@ std::string Describe(const ElasticSpec& spec) {
   if (spec.local_batch) add("local_batch=" + RangeText(*spec.local_batch));
   if (spec.lr_scaling) add("lr=" + *spec.lr_scaling);
   if (spec.model) add("model=" + *spec.model);
+  if (spec.fuse) add("fuse=" + std::to_string(*spec.fuse));
   if (spec.extension) add("extension_of=" + std::to_string(spec.extension->parent) + ":" + std::to_string(spec.extension->group));
   return s.empty() ? "rigid" : s;
 }

@@ -24,6 +24,7 @@ enum class OptionId : int {
   kLocalBatch,     // --elastic-local-batch=MIN:MAX
   kLrScaling,      // --elastic-lr-scaling=none|linear|sqrt|adascale
   kModel,          // --elastic-model=NAME
+  kFuse,           // --elastic-fuse=MAX_PER_GPU (array jobs: the tasks train fused)
   kNoElastic,      // --no-elastic
   kExtension,      // --elastic-extension=PARENT:GROUP (set by elasticd on extension jobs)
 };
@@ -48,6 +49,7 @@ struct Range {
 inline constexpr int64_t kMaxGpus = 100000;
 inline constexpr int64_t kMaxBatch = 1000000000;
 inline constexpr int64_t kMaxModelNameLength = 64;
+inline constexpr int64_t kMaxFusePerGpu = 64;  // trials one GPU trains fused, at most
 
 struct ExtensionRef {
   uint32_t parent = 0;
@@ -62,6 +64,7 @@ struct ElasticSpec {
   std::optional<Range> local_batch;
   std::optional<std::string> lr_scaling;
   std::optional<std::string> model;
+  std::optional<int64_t> fuse;  // --elastic-fuse: the most trials per GPU
   bool no_elastic = false;
   std::optional<ExtensionRef> extension;
 
@@ -84,6 +87,10 @@ Status Validate(ElasticSpec& spec, const SiteConfig& site);
 
 // The job's own GPU allocation must equal --elastic-gpus MIN (MIN is the base request).
 Status CheckBaseGpus(const ElasticSpec& spec, int64_t allocated_gpus);
+
+// --elastic-fuse is for job arrays only: `array_job` says whether the job is one (at submission:
+// sbatch was given --array; in the batch step: the job is an array task).
+Status CheckFusedArray(const ElasticSpec& spec, bool array_job);
 
 // The spec as it travels to elasticd and to the job (common/include/elastic/common/job_spec.h),
 // with the defaults the plugin has always sent: gpu step 1, lr scaling "none".

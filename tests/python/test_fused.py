@@ -13,6 +13,7 @@ learning rate, a momentum buffer that restarts, a trial that sees another's grad
 case is checked below to be caught).
 """
 
+import copy
 import math
 import os
 import tempfile
@@ -251,6 +252,31 @@ class FusedEquivalenceTest(unittest.TestCase):
             files = trials.save(d)
             self.assertEqual(FusedTrials.from_states(lambda: mlp(0), files).ids, [0])
             self.assertEqual(sorted(FusedTrials.from_states(lambda: mlp(0), files, include_stopped=True).ids), [0, 1])
+
+    def test_a_fresh_trial_joins_trials_that_have_stepped(self):
+        # A sweep that trains its trials in turns fuses trials that have stepped with trials that
+        # have not (no optimizer state yet): each still follows its own torch.optim run.
+        for kind, hp in (("sgd", [{"lr": 0.1, "momentum": 0.9}, {"lr": 0.05, "momentum": 0.5}]),
+                         ("adam", [{"lr": 0.01}, {"lr": 0.003}])):
+            with self.subTest(kind=kind):
+                models, opts = separate(mlp, (1, 2), hp, kind)
+                x, y = data((16,), 4, 6)
+                first = FusedTrials([mlp(1)], hp[:1], optimizer=kind)
+                fresh = FusedTrials([mlp(2)], hp[1:], optimizer=kind, ids=[1])
+                for i in range(2):  # trial 0 alone first
+                    xb, yb = x[i * BATCH:(i + 1) * BATCH], y[i * BATCH:(i + 1) * BATCH]
+                    first.step(xb, yb)
+                    separate_step(models[0], opts[0], xb, yb)
+                for order in ([first.trial_state(0), fresh.trial_state(1)], [fresh.trial_state(1), first.trial_state(0)]):
+                    both = FusedTrials.from_states(lambda: mlp(0), order)
+                    ref, ref_opts = copy.deepcopy((models, opts))  # the separate runs from here, twice
+                    for i in range(2, 5):
+                        xb, yb = x[i * BATCH:(i + 1) * BATCH], y[i * BATCH:(i + 1) * BATCH]
+                        both.step(xb, yb)
+                        for k in range(2):
+                            separate_step(ref[k], ref_opts[k], xb, yb)
+                    for k in range(2):
+                        self.assert_same_params(both, k, ref[k], f"{kind} trial {k}")
 
     def test_per_trial_batches(self):
         # Each trial its own data (e.g. its own augmentation): [K, B, ...] inputs and targets.

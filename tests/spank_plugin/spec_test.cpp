@@ -74,6 +74,14 @@ const BadValue kBadValues[] = {
     {OptionId::kModel, "bert;rm -rf", "--elastic-model: 'bert;rm -rf' may contain only letters, digits, '.', '-' and '_'"},
     {OptionId::kModel, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
      "--elastic-model: name is longer than 64 characters"},
+    // --elastic-fuse
+    {OptionId::kFuse, nullptr, "--elastic-fuse needs a value: --elastic-fuse=MAX_PER_GPU"},
+    {OptionId::kFuse, "", "--elastic-fuse is missing"},
+    {OptionId::kFuse, "0", "--elastic-fuse must be at least 1"},
+    {OptionId::kFuse, "-4", "--elastic-fuse '-4' is not a positive integer"},
+    {OptionId::kFuse, "4x", "--elastic-fuse '4x' is not a positive integer"},
+    {OptionId::kFuse, "2:4", "--elastic-fuse '2:4' is not a positive integer"},
+    {OptionId::kFuse, "65", "--elastic-fuse '65' is too large (at most 64)"},
     // --no-elastic
     {OptionId::kNoElastic, "yes", "--no-elastic takes no value"},
     // --elastic-extension
@@ -168,6 +176,21 @@ TEST(ValidateTest, ChecksAcrossOptionsAndSiteLimits) {
        "the smallest global batch the job can run (--elastic-local-batch MIN 32 x --elastic-gpus MIN 4 = 128) exceeds "
        "--elastic-batch MAX 100"},
       {{{OptionId::kGpus, "2:8"}, {OptionId::kBatch, "64:1024"}, {OptionId::kLocalBatch, "32:64"}}, nullptr},
+      // --elastic-fuse: a fused sweep's GPUs each train whole trials at their own batch size
+      {{{OptionId::kGpus, "1:4"}, {OptionId::kFuse, "4"}}, nullptr},
+      {{{OptionId::kFuse, "4"}}, "--elastic-fuse needs --elastic-gpus=MIN:MAX, which makes the job elastic"},
+      {{{OptionId::kGpus, "2:8"}, {OptionId::kGpuStep, "2"}, {OptionId::kFuse, "4"}},
+       "--elastic-fuse cannot be combined with --elastic-gpu-step 2: each GPU of a fused sweep trains whole trials; "
+       "drop --elastic-gpu-step"},
+      {{{OptionId::kGpus, "1:4"}, {OptionId::kBatch, "64:256"}, {OptionId::kFuse, "4"}},
+       "--elastic-fuse cannot be combined with --elastic-batch: each trial of a fused sweep keeps its own batch size; "
+       "drop --elastic-batch"},
+      {{{OptionId::kGpus, "1:4"}, {OptionId::kLocalBatch, "32:64"}, {OptionId::kFuse, "2"}},
+       "--elastic-fuse cannot be combined with --elastic-local-batch: each trial of a fused sweep keeps its own batch "
+       "size; drop --elastic-local-batch"},
+      {{{OptionId::kGpus, "1:64"}, {OptionId::kFuse, "4"}},
+       "--elastic-gpus: MAX 64 exceeds this cluster's limit of 32 GPUs per elastic job"},
+      {{{OptionId::kFuse, "4"}, {OptionId::kNoElastic, nullptr}}, nullptr},
       // --no-elastic turns everything off, whatever else is given
       {{{OptionId::kGpus, "2:64"}, {OptionId::kNoElastic, nullptr}}, nullptr},
       {{{OptionId::kBatch, "1:2"}, {OptionId::kNoElastic, nullptr}}, nullptr},
@@ -215,6 +238,41 @@ TEST(CheckBaseGpusTest, MinMustEqualTheAllocation) {
             "(--gpus, --gres=gpu or --gpus-per-node)");
   ElasticSpec rigid;
   EXPECT_TRUE(CheckBaseGpus(rigid, 3).ok());
+}
+
+TEST(CheckFusedArrayTest, OnlyArrayJobsFuse) {
+  ElasticSpec spec;
+  ASSERT_TRUE(SetOption(spec, OptionId::kGpus, "1:4").ok());
+  ASSERT_TRUE(SetOption(spec, OptionId::kFuse, "4").ok());
+  ASSERT_TRUE(Validate(spec, Site()).ok());
+  EXPECT_TRUE(CheckFusedArray(spec, true).ok());
+  Status s = CheckFusedArray(spec, false);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.kind(), ErrorKind::kInvalidArgument);
+  EXPECT_EQ(s.message(),
+            "--elastic-fuse=4 is for job arrays, whose tasks are the sweep's trials: submit with --array (e.g. sbatch "
+            "--array=0-7 --elastic-fuse=4 ...), or drop --elastic-fuse");
+  // Not fused, or not elastic at all: nothing to check.
+  ElasticSpec plain;
+  ASSERT_TRUE(SetOption(plain, OptionId::kGpus, "1:4").ok());
+  EXPECT_TRUE(CheckFusedArray(plain, false).ok());
+  ASSERT_TRUE(SetOption(spec, OptionId::kNoElastic, nullptr).ok());
+  EXPECT_TRUE(CheckFusedArray(spec, false).ok());
+}
+
+TEST(CheckFusedArrayTest, TheSpecCarriesTheWidth) {
+  ElasticSpec spec;
+  ASSERT_TRUE(SetOption(spec, OptionId::kGpus, "1:4").ok());
+  ASSERT_TRUE(SetOption(spec, OptionId::kFuse, "8").ok());
+  EXPECT_TRUE(SetOption(spec, OptionId::kFuse, "8").ok());  // the same value twice
+  EXPECT_EQ(SetOption(spec, OptionId::kFuse, "4").message(),
+            "--elastic-fuse is given twice with different values (8 and 4); give it once (an #SBATCH line and the "
+            "command line count as two)");
+  ASSERT_TRUE(Validate(spec, Site()).ok());
+  EXPECT_EQ(Describe(spec), "gpus=1:4 step=1 lr=sqrt fuse=8");
+  EXPECT_EQ(ToJobSpec(spec).fuse_max_per_gpu, 8);
+  EXPECT_EQ(SpecEnvironment(spec).at("ELASTIC_FUSE_MAX_PER_GPU"), "8");
+  EXPECT_TRUE(spec.AnyElasticOption());
 }
 
 TEST(OptionsTest, EveryHelpTextIsPrefixed) {

@@ -11,7 +11,7 @@ from clustertest import (CLUSTER_DIR, JOB_USER, SLURM_CONF, ClusterTestCase, job
                          sbatch, slurm_env, wait_job)
 
 OPTIONS = ["elastic-gpus", "elastic-gpu-step", "elastic-batch", "elastic-local-batch", "elastic-lr-scaling",
-           "elastic-model", "no-elastic", "elastic-extension"]
+           "elastic-model", "elastic-fuse", "no-elastic", "elastic-extension"]
 CONTROLLER = f"127.0.0.1:{int(os.environ.get('ELASTIC_CLUSTER_PORT_BASE', '16800')) + 3}"
 
 # (options, message the user must see); each is refused by sbatch before a job exists.
@@ -36,6 +36,12 @@ MALFORMED = [
      "exceeds --elastic-batch MAX 100"),
     (["--elastic-gpus=2:200000"], "elastic: --elastic-gpus MAX '200000' is too large (at most 100000)"),
     (["--elastic-gpus=2:2048"], "elastic: --elastic-gpus: MAX 2048 exceeds this cluster's limit of 1024 GPUs per elastic job"),
+    (["--elastic-gpus=1:4", "--elastic-fuse=4"],
+     "elastic: --elastic-fuse=4 is for job arrays, whose tasks are the sweep's trials: submit with --array "
+     "(e.g. sbatch --array=0-7 --elastic-fuse=4 ...), or drop --elastic-fuse"),
+    (["--array=0-3", "--elastic-gpus=2:4", "--elastic-gpu-step=2", "--elastic-fuse=4"],
+     "elastic: --elastic-fuse cannot be combined with --elastic-gpu-step 2"),
+    (["--array=0-3", "--elastic-gpus=1:4", "--elastic-fuse=65"], "elastic: --elastic-fuse '65' is too large (at most 64)"),
     (["--elastic-extension=5:1"], "elastic: --elastic-extension is set by elasticd on the jobs it submits; users cannot give it"),
 ]
 
@@ -122,6 +128,23 @@ class SpankPluginTest(ClusterTestCase):
         job, proc = sbatch(["--elastic-gpus=2:8"], script=script, workdir=wd, check=False)
         self.assertIsNone(job)
         self.assertIn("--elastic-gpus is given twice with different values", proc.stderr)
+
+    def test_fused_sweep_is_accepted_as_an_array_only(self):
+        # --array on the command line, in an #SBATCH line and in SBATCH_ARRAY_INX alike.
+        wd = job_workdir("fuse")
+        job, _ = sbatch(["--array=0-1", "--elastic-gpus=1:2", "--elastic-fuse=2", "--gres=gpu:1", "-o", "out-%a.txt"],
+                        wrap="env | grep ^ELASTIC_FUSE", workdir=wd)
+        self.assertEqual([wait_job(f"{job}_{i}") for i in (0, 1)], ["COMPLETED", "COMPLETED"])
+        self.assertEqual(env_of(read(os.path.join(wd, "out-0.txt"))).get("ELASTIC_FUSE_MAX_PER_GPU"), "2")
+        script = "#!/bin/bash\n#SBATCH --array=0\n#SBATCH --elastic-gpus=1:2\n#SBATCH --elastic-fuse=2\n" \
+                 "#SBATCH --gres=gpu:1\ntrue\n"
+        job, proc = sbatch([], script=script, workdir=wd, check=False)
+        self.assertIsNotNone(job, proc.stderr)
+        self.assertEqual(wait_job(f"{job}_0"), "COMPLETED")
+        script = "#!/bin/bash\n#SBATCH --elastic-gpus=1:2\n#SBATCH --elastic-fuse=2\n#SBATCH --gres=gpu:1\ntrue\n"
+        job, proc = sbatch([], script=script, workdir=wd, check=False)
+        self.assertIsNone(job)
+        self.assertIn("--elastic-fuse=2 is for job arrays", proc.stderr)
 
     def test_min_inconsistent_with_the_gpu_request_never_reaches_the_program(self):
         wd = job_workdir("inconsistent")

@@ -88,6 +88,20 @@ TEST(JobSpec, RoundTripThroughJsonAndEnvironment) {
   EXPECT_EQ(JobSpec::FromJson(JobSpec::FromEnvironment(partial.ToEnvironment()).ToJson()), partial);
 }
 
+TEST(JobSpec, FusedSweepTravelsAsOneKeyAndOneVariable) {
+  JobSpec spec;
+  spec.gpus = {1, 4};
+  spec.fuse_max_per_gpu = 4;
+  EXPECT_EQ(spec.ToJson(), (nlohmann::json{{"gpus_min", 1}, {"gpus_max", 4}, {"fuse_max_per_gpu", 4}}));
+  EXPECT_EQ(spec.ToEnvironment().at("ELASTIC_FUSE_MAX_PER_GPU"), "4");
+  EXPECT_EQ(JobSpec::FromEnvironment(JobSpec::FromJson(spec.ToJson()).ToEnvironment()), spec);
+  EXPECT_TRUE(spec.Fused());
+  EXPECT_FALSE(FullSpec().Fused());
+  EXPECT_FALSE(JobSpec::FromJson({{"fuse_max_per_gpu", "4"}}).Fused());  // not an integer: absent
+  spec.fuse_max_per_gpu = 0;
+  EXPECT_FALSE(spec.Fused());
+}
+
 TEST(JobSpec, FromEnvironmentIsTolerant) {
   auto spec = JobSpec::FromEnvironment({{"ELASTIC_GPUS_MIN", "2x"},
                                         {"ELASTIC_GPUS_MAX", ""},
@@ -197,15 +211,17 @@ TEST(EnvVars, ScrubAndPerLaunchListsAreTheDocumentedOnes) {
                           "ELASTIC_SPEC_VERSION", "ELASTIC_MODE", "ELASTIC_JOB_ID", "ELASTIC_ROLE",
                           "ELASTIC_CONTROLLER", "ELASTIC_GPUS_MIN", "ELASTIC_GPUS_MAX", "ELASTIC_GPU_STEP",
                           "ELASTIC_BATCH_MIN", "ELASTIC_BATCH_MAX", "ELASTIC_LOCAL_BATCH_MIN",
-                          "ELASTIC_LOCAL_BATCH_MAX", "ELASTIC_LR_SCALING", "ELASTIC_MODEL", "ELASTIC_JOIN_TOKEN",
-                          "ELASTIC_PARENT_JOB_ID", "ELASTIC_GROUP_ID", "ELASTIC_RENDEZVOUS_URI",
+                          "ELASTIC_LOCAL_BATCH_MAX", "ELASTIC_LR_SCALING", "ELASTIC_MODEL",
+                          "ELASTIC_FUSE_MAX_PER_GPU", "ELASTIC_FUSE_TRIALS", "ELASTIC_FUSE_LEADER",
+                          "ELASTIC_JOIN_TOKEN", "ELASTIC_PARENT_JOB_ID", "ELASTIC_GROUP_ID", "ELASTIC_RENDEZVOUS_URI",
                           "ELASTIC_MUNGE_SOCKET", "ELASTIC_STANDALONE", "ELASTIC_JOIN"}));
   // What elastic-launch never hands from a parent to an extension's launcher.
   EXPECT_EQ(per_launch, (std::set<std::string>{
                             "ELASTIC_SPEC_VERSION", "ELASTIC_MODE", "ELASTIC_JOB_ID", "ELASTIC_ROLE",
                             "ELASTIC_CONTROLLER", "ELASTIC_JOIN_TOKEN", "ELASTIC_GROUP_ID", "ELASTIC_PARENT_JOB_ID",
                             "ELASTIC_RENDEZVOUS_URI", "ELASTIC_NODE_GROUP", "ELASTIC_LOCAL_RANK",
-                            "ELASTIC_LOCAL_SIZE", "ELASTIC_JOIN", "ELASTIC_RUN_DIR"}));
+                            "ELASTIC_LOCAL_SIZE", "ELASTIC_JOIN", "ELASTIC_RUN_DIR", "ELASTIC_FUSE_TRIALS",
+                            "ELASTIC_FUSE_LEADER"}));
 }
 
 }  // namespace

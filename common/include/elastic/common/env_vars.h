@@ -32,6 +32,10 @@ inline constexpr char kLocalBatchMin[] = "ELASTIC_LOCAL_BATCH_MIN";
 inline constexpr char kLocalBatchMax[] = "ELASTIC_LOCAL_BATCH_MAX";
 inline constexpr char kLrScaling[] = "ELASTIC_LR_SCALING";
 inline constexpr char kModel[] = "ELASTIC_MODEL";
+inline constexpr char kFuseMaxPerGpu[] = "ELASTIC_FUSE_MAX_PER_GPU";
+// Set by the plugin in a fused sweep's tasks (--elastic-fuse), from elasticd's register reply.
+inline constexpr char kFuseTrials[] = "ELASTIC_FUSE_TRIALS";
+inline constexpr char kFuseLeader[] = "ELASTIC_FUSE_LEADER";
 // Set by the plugin in an extension job only.
 inline constexpr char kParentJobId[] = "ELASTIC_PARENT_JOB_ID";
 inline constexpr char kGroupId[] = "ELASTIC_GROUP_ID";

@@ -34,6 +34,7 @@ struct JobSpec {
   Bounds local_batch;                     // per-GPU batch, in samples
   std::optional<std::string> lr_scaling;  // none, linear, sqrt or adascale
   std::optional<std::string> model;       // a throughput profile's name
+  std::optional<int64_t> fuse_max_per_gpu;  // a fused sweep array: the most trials per GPU
 
   // The largest GPU count; `base_gpus` (the job's own allocation) when the spec has none.
   int64_t GpusMax(int64_t base_gpus) const { return gpus.max.value_or(base_gpus); }
@@ -44,7 +45,7 @@ struct JobSpec {
 
   // The JSON object of the `register` message: exactly the present fields, under the keys
   // gpus_min, gpus_max, gpu_step, batch_min, batch_max, local_batch_min, local_batch_max,
-  // lr_scaling, model.
+  // fuse_max_per_gpu, lr_scaling, model.
   nlohmann::json ToJson() const;
   // Reads those keys back. Tolerant as elasticd has always been: a key that is missing or not an
   // integer (lr_scaling, model: not a string) is absent; other keys are ignored; anything but an
@@ -52,8 +53,10 @@ struct JobSpec {
   static JobSpec FromJson(const nlohmann::json& j);
 
   // The job's variables: ELASTIC_SPEC_VERSION=1 and one ELASTIC_* variable per present field
-  // (env_vars.h: kGpusMin ... kModel). The caller adds mode, ids, address and token.
+  // (env_vars.h: kGpusMin ... kFuseMaxPerGpu). The caller adds mode, ids, address and token.
   std::map<std::string, std::string> ToEnvironment() const;
+  // A fused sweep array (--elastic-fuse).
+  bool Fused() const { return fuse_max_per_gpu.has_value() && *fuse_max_per_gpu >= 1; }
   // Reads the spec variables back from (name -> value), e.g. a job's environment; as tolerant as
   // FromJson (a value that is not a decimal integer is absent).
   static JobSpec FromEnvironment(const std::map<std::string, std::string>& env);

@@ -95,6 +95,19 @@ CREATE TABLE IF NOT EXISTS audit (
   action TEXT NOT NULL,
   job_id INTEGER,
   detail TEXT NOT NULL);
+
+-- Fused sweeps (--elastic-fuse): each trial (array task) a fused job trained, as its leader
+-- reported it with trial_done: the trial-steps it consumed, how it ended (finished, stopped,
+-- diverged) and where its result or state is.
+CREATE TABLE IF NOT EXISTS trials (
+  array_job INTEGER NOT NULL,
+  task INTEGER NOT NULL,
+  leader INTEGER NOT NULL,
+  steps INTEGER NOT NULL,
+  state TEXT NOT NULL,
+  result TEXT NOT NULL,
+  at REAL NOT NULL,
+  PRIMARY KEY (array_job, task));
 )sql";
 
 // The tables a database must have for elastic-report to read it.
@@ -112,5 +125,9 @@ inline constexpr const char* kReadRescales =
     "ORDER BY job_id, requested_at";
 inline constexpr const char* kReadExtensions =
     "SELECT parent, grp, slurm_job, gpus, state FROM extensions ORDER BY parent, grp";
+// trials (optional: a journal older than fused sweeps has none): array_job, task, leader, steps,
+// state, result.
+inline constexpr const char* kReadTrials =
+    "SELECT array_job, task, leader, steps, state, result FROM trials ORDER BY array_job, task";
 
 }  // namespace elastic::journal

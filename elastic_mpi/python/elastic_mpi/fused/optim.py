@@ -113,9 +113,12 @@ class _FusedOptimizer:
         for n, p in enumerate(self.params):
             entry = saved.get(n, saved.get(str(n)))
             if entry is None:
-                if self.state[n] and not self._stateless(self.hparams[i]):
-                    raise ValueError(f"parameter {n} has no {self.kind} state in the trial's state_dict, "
-                                     "the other trials have")
+                # No state: the trial has not stepped (or needs none). torch.optim creates it at the
+                # first step: Adam's as zeros with step 0, SGD's momentum buffer as that step's
+                # gradient, which a zero buffer gives exactly (dampening 0). So a zero slice is it,
+                # beside trials that have stepped (a trial that joins a running fusion).
+                for t in self.state[n].values():
+                    t[i].zero_()
                 continue
             self._load_entry(n, p, i, entry)
 

@@ -50,11 +50,20 @@ struct JournalExtension {
   std::string state;
 };
 
+struct JournalTrial {  // a fused sweep's trial as its leader reported it (trials table)
+  uint64_t array_job = 0;
+  uint32_t task = 0;
+  uint64_t leader = 0;
+  int64_t steps = 0;
+  std::string state, result;
+};
+
 struct Journal {
   std::map<uint64_t, JournalJob> jobs;
   std::vector<Interval> intervals;  // ordered by job, start
   std::vector<Rescale> rescales;    // ordered by job, requested_at
   std::vector<JournalExtension> extensions;
+  std::vector<JournalTrial> trials;  // ordered by array_job, task (none in a journal older than fused sweeps)
   std::vector<std::string> warnings;  // rows that could not be read completely
 };
 

@@ -49,6 +49,27 @@ struct JobUsage {
   std::string saved_method;   // "measured", "linear", "mixed" (docs/report.md)
 };
 
+// A fused sweep's trials and their GPU-hours (sweeps.h has the rule).
+struct TrialUsage {
+  uint32_t task = 0;
+  std::string job_id;       // the task as sacct names it ("12_3")
+  int64_t steps = 0;        // trial-steps it consumed in the leader (0: not reported)
+  std::string state;        // finished, stopped, diverged; "" when the leader did not report it
+  std::string result;       // where its result is, as the leader reported it
+  double own_gpu_s = 0;     // its task's own allocations (never the leader's)
+  double fused_gpu_s = 0;   // its share of the leader's GPU-seconds
+  double GpuHours() const { return (own_gpu_s + fused_gpu_s) / 3600.0; }
+};
+
+struct SweepUsage {
+  uint64_t array_job = 0;
+  uint64_t leader = 0;
+  std::string account, user;
+  double leader_gpu_s = 0;  // the leader's allocation and its extensions
+  double array_gpu_s = 0;   // sacct's GPU-seconds of the array's tasks and the leader's extensions
+  std::vector<TrialUsage> trials;  // by task index
+};
+
 struct GroupRow {
   std::string group;
   int jobs = 0, elastic_jobs = 0, extensions = 0;
@@ -78,6 +99,7 @@ struct Report {
   TimeSeries series;
   std::vector<std::string> warnings;
   bool have_journal = false;
+  std::vector<SweepUsage> sweeps;  // fused sweeps (journal only), by array id
 };
 
 // Builds the report. `journal` may be null (sacct only: no rescales, no time saved).

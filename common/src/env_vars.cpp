@@ -27,6 +27,7 @@ constexpr std::array kTable{
     EnvVar{kLocalBatchMax, kPlugin, kProgram, true, false, "upper bound of the per-GPU batch (--elastic-local-batch)"},
     EnvVar{kLrScaling, kPlugin, kRuntime, true, false, "none, linear, sqrt or adascale (--elastic-lr-scaling)"},
     EnvVar{kModel, kPlugin, kProgram, true, false, "throughput profile name (--elastic-model)"},
+    EnvVar{kGpuTypes, kPlugin, kProgram, true, false, "GPU types the job accepts, a100,v100 (--elastic-gpu-types)"},
     EnvVar{kJoinToken, kPlugin | kLauncher, kRuntime | kLauncher, true, true,
            "32 hex digits: the job's initial token, or an extension group's one-time token"},
     EnvVar{kMungeSocket, kPlugin, kRuntime | kLauncher, true, false, "munged's socket for messages to elasticd"},

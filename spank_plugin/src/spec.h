@@ -24,6 +24,7 @@ enum class OptionId : int {
   kLocalBatch,     // --elastic-local-batch=MIN:MAX
   kLrScaling,      // --elastic-lr-scaling=none|linear|sqrt|adascale
   kModel,          // --elastic-model=NAME
+  kGpuTypes,       // --elastic-gpu-types=TYPE,TYPE
   kNoElastic,      // --no-elastic
   kExtension,      // --elastic-extension=PARENT:GROUP (set by elasticd on extension jobs)
 };
@@ -62,6 +63,7 @@ struct ElasticSpec {
   std::optional<Range> local_batch;
   std::optional<std::string> lr_scaling;
   std::optional<std::string> model;
+  std::optional<std::vector<std::string>> gpu_types;  // syntax checked; known types in Validate
   bool no_elastic = false;
   std::optional<ExtensionRef> extension;
 
@@ -79,11 +81,17 @@ Status SetOption(ElasticSpec& spec, OptionId id, const char* value);
 
 // Checks across options and against the site's limits, after every option has been seen.
 // Fills defaults from the site (lr scaling, gpu step). Does not look at the job's own GPU
-// request (see CheckBaseGpus).
-Status Validate(ElasticSpec& spec, const SiteConfig& site);
+// request (see CheckBaseGpus, CheckOwnGpuType). `known_gpu_types`: the cluster's GPU types
+// (site.gpu_types, else what slurmctld reports); --elastic-gpu-types may name only these (empty:
+// not checked).
+Status Validate(ElasticSpec& spec, const SiteConfig& site, const std::vector<std::string>& known_gpu_types = {});
 
 // The job's own GPU allocation must equal --elastic-gpus MIN (MIN is the base request).
 Status CheckBaseGpus(const ElasticSpec& spec, int64_t allocated_gpus);
+
+// The job's own GPUs (of type `job_type`, "" when untyped or mixed) must be of a type that
+// --elastic-gpu-types lists (no list: always fine).
+Status CheckOwnGpuType(const ElasticSpec& spec, const std::string& job_type);
 
 // The spec as it travels to elasticd and to the job (common/include/elastic/common/job_spec.h),
 // with the defaults the plugin has always sent: gpu step 1, lr scaling "none".

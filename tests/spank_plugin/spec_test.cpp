@@ -74,6 +74,11 @@ const BadValue kBadValues[] = {
     {OptionId::kModel, "bert;rm -rf", "--elastic-model: 'bert;rm -rf' may contain only letters, digits, '.', '-' and '_'"},
     {OptionId::kModel, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
      "--elastic-model: name is longer than 64 characters"},
+    // --elastic-gpu-types (the names against the cluster's types: ValidateTest)
+    {OptionId::kGpuTypes, nullptr, "--elastic-gpu-types needs a value: --elastic-gpu-types=TYPE,..."},
+    {OptionId::kGpuTypes, "a100,,v100",
+     "--elastic-gpu-types: 'a100,,v100' has an empty item; separate the types by single commas, e.g. a100,v100"},
+    {OptionId::kGpuTypes, "v100,v100", "--elastic-gpu-types: 'v100' is listed twice; give each type once"},
     // --no-elastic
     {OptionId::kNoElastic, "yes", "--no-elastic takes no value"},
     // --elastic-extension
@@ -215,6 +220,29 @@ TEST(CheckBaseGpusTest, MinMustEqualTheAllocation) {
             "(--gpus, --gres=gpu or --gpus-per-node)");
   ElasticSpec rigid;
   EXPECT_TRUE(CheckBaseGpus(rigid, 3).ok());
+}
+
+TEST(GpuTypesTest, NamesAreCheckedAgainstTheClusterAndTheJobsOwnType) {
+  ElasticSpec spec;
+  ASSERT_TRUE(SetOption(spec, OptionId::kGpus, "2:4").ok());
+  ASSERT_TRUE(SetOption(spec, OptionId::kGpuTypes, "a100,v100").ok());
+  EXPECT_EQ(*spec.gpu_types, (std::vector<std::string>{"a100", "v100"}));
+  EXPECT_TRUE(Validate(spec, Site(), {"a100", "v100", "t4"}).ok());
+  EXPECT_EQ(Describe(spec), "gpus=2:4 step=1 lr=sqrt gpu_types=a100,v100");
+  EXPECT_EQ(ToJobSpec(spec).ToJson()["gpu_types"], "a100,v100");
+  EXPECT_EQ(SpecEnvironment(spec).at("ELASTIC_GPU_TYPES"), "a100,v100");
+  Status unknown = Validate(spec, Site(), {"a100", "t4"});
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.message(), "--elastic-gpu-types: this cluster has no GPU type 'v100'; its types are a100,t4");
+  EXPECT_TRUE(CheckOwnGpuType(spec, "v100").ok());
+  EXPECT_EQ(CheckOwnGpuType(spec, "t4").message(),
+            "--elastic-gpu-types=a100,v100 does not contain 't4', the type of the job's own GPU request "
+            "(--gres=gpu:t4:N): add it to the list or request GPUs of a listed type");
+  // The list needs an elastic job.
+  ElasticSpec alone;
+  ASSERT_TRUE(SetOption(alone, OptionId::kGpuTypes, "a100").ok());
+  EXPECT_EQ(Validate(alone, Site()).message(), "--elastic-gpu-types needs --elastic-gpus=MIN:MAX, which makes the job elastic");
+  EXPECT_TRUE(CheckOwnGpuType(alone, "v100").ok());  // not elastic: nothing to check
 }
 
 TEST(OptionsTest, EveryHelpTextIsPrefixed) {

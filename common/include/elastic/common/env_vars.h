@@ -32,6 +32,7 @@ inline constexpr char kLocalBatchMin[] = "ELASTIC_LOCAL_BATCH_MIN";
 inline constexpr char kLocalBatchMax[] = "ELASTIC_LOCAL_BATCH_MAX";
 inline constexpr char kLrScaling[] = "ELASTIC_LR_SCALING";
 inline constexpr char kModel[] = "ELASTIC_MODEL";
+inline constexpr char kGpuTypes[] = "ELASTIC_GPU_TYPES";
 // Set by the plugin in an extension job only.
 inline constexpr char kParentJobId[] = "ELASTIC_PARENT_JOB_ID";
 inline constexpr char kGroupId[] = "ELASTIC_GROUP_ID";

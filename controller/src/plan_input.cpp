@@ -7,6 +7,7 @@
 #include "elastic/common/extension_link.h"
 #include "elastic/optimizer/goodput.h"
 #include "job_model.h"
+#include "type_moves.h"
 
 namespace elastic::controller {
 namespace {
@@ -75,6 +76,33 @@ optimizer::Job WaitingJob(const JobInfo& j, const std::map<std::string, int>& ca
   return oj;
 }
 
+// Options on the other GPU types the job accepts (--elastic-gpu-types), at its base size: a move
+// restarts it there. Their utility is that of the base size here times the job's speed there over
+// its speed here (SpeedPerGpu: measured, else the site's relative speeds). Only a job whose GPU
+// request is untyped can be moved (moves.cpp), and only once it has reported a step.
+void AddOtherTypes(const ElasticJob& job, const JobInfo* info, const std::map<std::string, int>& capacity,
+                   const ControllerConfig& config, optimizer::Job& oj) {
+  if (!config.type_moves || info == nullptr || !info->request_type.empty() || job.metrics_received == 0) return;
+  const auto here = SpeedPerGpu(job, job.gpu_type, config);
+  if (!here || *here <= 0) return;
+  double u_base = 0;
+  int64_t batch = job.batch;
+  for (const auto& o : oj.options) {
+    if (o.gpus == job.base_gpus && o.gpu_type == job.gpu_type) {
+      u_base = o.utility;
+      if (o.batch > 0) batch = o.batch;
+    }
+  }
+  if (u_base <= 0) return;
+  for (const auto& type : OtherTypes(job)) {
+    auto cap = capacity.find(type);
+    const auto there = SpeedPerGpu(job, type, config);
+    if (cap == capacity.end() || cap->second < job.base_gpus || !there) continue;
+    oj.options.push_back({type, job.base_gpus, batch, u_base * *there / *here});
+    oj.allowed_types.push_back(type);
+  }
+}
+
 }  // namespace
 
 PlanInput BuildPlanInput(const Registry& registry, const std::vector<NodeInfo>& nodes,
@@ -93,6 +121,8 @@ PlanInput BuildPlanInput(const Registry& registry, const std::vector<NodeInfo>& 
   }
   std::set<uint32_t> extension_jobs;
   for (const auto& [id, e] : registry.extensions) extension_jobs.insert(e.slurm_job);
+  std::map<uint32_t, const JobInfo*> info_by_id;
+  for (const auto& j : sjobs) info_by_id[j.id] = &j;
   optimizer::Snapshot& snap = in.snap;
   std::map<std::string, int> account_ext;  // extension GPUs per account
   for (const auto& [id, e] : registry.extensions) account_ext[e.account] += e.gpus;
@@ -150,6 +180,10 @@ PlanInput BuildPlanInput(const Registry& registry, const std::vector<NodeInfo>& 
       if (o.batch > 0) in.batch_at[id][o.gpus] = o.batch;
     }
     oj.allowed_types = {job.gpu_type};
+    if (!frozen) {
+      auto info = info_by_id.find(id);
+      AddOtherTypes(job, info == info_by_id.end() ? nullptr : info->second, capacity, config, oj);
+    }
     snap.jobs.push_back(std::move(oj));
     in.elastic_order.push_back(id);
   }

@@ -57,7 +57,11 @@ struct ElasticJob {
   std::map<int, int64_t> grow_batch;
   int64_t batch_command = 0;  // a set_batch command not yet acknowledged (0: none), queued at batch_command_at
   double batch_command_at = 0;
-  std::vector<optimizer::StepSample> samples;  // recent step-time observations
+  std::vector<optimizer::StepSample> samples;  // recent step-time observations, on gpu_type
+  // Across GPU types (type_moves.h): the speed per GPU at the base size measured on each type it
+  // ran on (samples/s per GPU), and the samples of the types it left (its fit is per type).
+  std::map<std::string, double> type_speed;
+  std::map<std::string, std::vector<optimizer::StepSample>> samples_by_type;
   std::optional<optimizer::EfficiencyParams> efficiency;
   MetricsTrust trust;  // what the plausibility check of its metrics keeps (metrics_check.h)
   // The step-time model fitted from `samples` (persisted with the job record at its next save, so

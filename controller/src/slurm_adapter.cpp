@@ -76,6 +76,9 @@ JobInfo FromRecord(const slurm_job_info_t& j) {
                           : RunningJobGpus(Str(j.tres_alloc_str), Str(j.gres_total), Str(j.tres_per_node), j.num_nodes);
   job.gpu_type = type;
   job.gpus = gpus;
+  std::string per_node = Str(j.tres_per_node);
+  for (size_t at = per_node.find("gres:"); at != std::string::npos; at = per_node.find("gres:")) per_node.erase(at, 5);
+  job.request_type = ParseGpuGres(per_node).first;
   if (j.time_limit != INFINITE && j.time_limit != NO_VAL) job.time_limit_s = static_cast<int64_t>(j.time_limit) * 60;
   job.end_time = static_cast<int64_t>(j.end_time);
   job.start_time = static_cast<int64_t>(j.start_time);
@@ -256,6 +259,26 @@ Status SlurmAdapter::Requeue(uint32_t job_id) {
     return Status(transient ? ErrorKind::kUnavailable : ErrorKind::kPermission,
                   "cannot requeue job " + std::to_string(job_id) + ": " + slurm_strerror(err));
   }
+  return Status::Ok();
+}
+
+Status SlurmAdapter::RequeueHold(uint32_t job_id) {
+  Timed t("slurm_requeue(hold)");
+  if (slurm_requeue(job_id, JOB_REQUEUE_HOLD) != SLURM_SUCCESS) {
+    return SlurmError("cannot requeue job " + std::to_string(job_id));
+  }
+  return Status::Ok();
+}
+
+Status SlurmAdapter::ReleaseExcluding(uint32_t job_id, const std::string& exclude) {
+  Timed t("slurm_update_job(exc_nodes, begin_time, release)");
+  job_desc_msg_t u;
+  slurm_init_job_desc_msg(&u);
+  u.job_id = job_id;
+  u.exc_nodes = const_cast<char*>(exclude.c_str());
+  u.begin_time = time(nullptr);
+  u.priority = INFINITE;
+  if (slurm_update_job(&u) != SLURM_SUCCESS) return SlurmError("cannot send job " + std::to_string(job_id) + " to other nodes");
   return Status::Ok();
 }
 

@@ -588,5 +588,77 @@ TEST(ControllerEpochTest, SameSnapshotSamePlanValue) {
   EXPECT_EQ(total(a.plan), total(b.plan));
 }
 
+// One elastic job at 2 GPUs (no growth) on a node of one type that accepts both of the cluster's
+// types (--elastic-gpu-types), with an untyped GPU request; the other type's node is free.
+RecordedSnapshot TwoTypesOneJob(int64_t samples_left) {
+  RecordedSnapshot snap = GenerateSnapshot(2, 4, 2, 1, 0, 3);
+  EXPECT_EQ(snap.registry.size(), 1u);
+  auto& job = snap.registry[0];
+  job["base_gpus"] = 2;
+  job["spec"]["gpus_min"] = 2;
+  job["spec"]["gpus_max"] = 2;
+  job["spec"]["gpu_types"] = "t0,t1";
+  job["samples"] = nlohmann::json::array({{1, 2, 32, 0.1}, {1, 2, 32, 0.1}});  // 320 samples/s per GPU
+  job["total_samples"] = 1000000;
+  job["samples_done"] = 1000000 - samples_left;
+  snap.jobs[0].gpus = 2;
+  snap.jobs[0].request_type = "";
+  for (auto& n : snap.nodes) n.gpus_used = n.gpu_type == job["gpu_type"] ? 2 : 0;
+  return snap;
+}
+
+TEST(ControllerEpochTest, AJobMovesToAFasterTypeItAcceptsWhenThatPaysBack) {
+  ControllerConfig cfg;
+  RecordedSnapshot snap = TwoTypesOneJob(640 * 600);  // 10 minutes left at 640 samples/s
+  const std::string here = snap.registry[0]["gpu_type"], there = here == "t0" ? "t1" : "t0";
+  cfg.type_speed = {{there, 2.0}};  // the site's table: twice as fast per GPU
+  cfg.move_cost_s = 60;
+  cfg.move_payback = 2;
+  auto decide = [&](const RecordedSnapshot& s, const ControllerConfig& c) {
+    EpochResult r = MakeController(s, c)->Epoch(s.nodes, s.jobs, true);
+    EXPECT_EQ(r.plan["decisions"].size(), 1u) << r.plan.dump();
+    return r.plan["decisions"][0];
+  };
+  nlohmann::json d = decide(snap, cfg);
+  ASSERT_EQ(d["action"], "move") << d.dump();
+  EXPECT_EQ(d["move_to"], there);
+  EXPECT_NEAR(d["move_check"]["left_s"].get<double>(), 600, 1);
+  EXPECT_NEAR(d["move_check"]["left_new_s"].get<double>(), 300, 1);  // 2 x the speed on its 2 GPUs
+  EXPECT_TRUE(d["move_check"]["worth"].get<bool>());
+
+  // Saving 300 s does not pay back a move that costs 200 s twice over: the job stays.
+  ControllerConfig dear = cfg;
+  dear.move_cost_s = 200;
+  d = decide(snap, dear);
+  EXPECT_EQ(d["action"], "stay") << d.dump();
+  EXPECT_EQ(d["move"], "does not pay back");
+  // Neither does a job with little left.
+  d = decide(TwoTypesOneJob(640 * 60), cfg);
+  EXPECT_EQ(d["action"], "stay") << d.dump();
+  // Without the site's table the other type counts as fast as this one: no option there is better.
+  d = decide(snap, ControllerConfig{});
+  EXPECT_EQ(d["action"], "stay") << d.dump();
+  EXPECT_FALSE(d.contains("move_to")) << d.dump();
+  // A typed request (--gres=gpu:t0:2) cannot be moved on Slurm 22.05; nor any job with types.moves = 0.
+  RecordedSnapshot typed = snap;
+  typed.jobs[0].request_type = here;
+  EXPECT_FALSE(decide(typed, cfg).contains("move_to"));
+  ControllerConfig off = cfg;
+  off.type_moves = false;
+  EXPECT_FALSE(decide(snap, off).contains("move_to"));
+  // The other type's GPUs are taken by a rigid job: the plan keeps the job where it is.
+  RecordedSnapshot busy = snap;
+  for (auto& n : busy.nodes) {
+    if (n.gpu_type == there) n.gpus_used = 4;
+  }
+  JobInfo rigid;
+  rigid.id = 88888;
+  rigid.state = SlurmJobState::kRunning;
+  rigid.gpus = 4;
+  rigid.gpu_type = there;
+  busy.jobs.push_back(rigid);
+  EXPECT_FALSE(decide(busy, cfg).contains("move_to")) << decide(busy, cfg).dump();
+}
+
 }  // namespace
 }  // namespace elastic::controller

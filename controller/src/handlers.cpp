@@ -526,7 +526,10 @@ nlohmann::json Controller::OnStatus(const Request& r) {
     const uint32_t id = m["job_id"];
     auto it = registry_.jobs.find(id);
     const uint32_t owner = it != registry_.jobs.end() ? it->second.uid : m.value("uid", 0u);
-    if (visibility.all || owner == r.uid) moves.push_back(m);
+    if (!visibility.all && owner != r.uid) continue;
+    Json shown = m;
+    shown.erase("uid");
+    moves.push_back(shown);
   }
   Json reply{{"jobs", jobs}, {"moves", moves}, {"paused", paused_all_}, {"policy", config_.policy},
              {"epoch", epochs_}, {"epoch_s", config_.epoch_s}};

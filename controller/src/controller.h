@@ -172,7 +172,7 @@ class Controller {
   void MaybeMove(ElasticJob& job, const PlanInput& in, const optimizer::Assignment& a, FreeGpus& free, bool dry_run,
                  double now, Json& d);
   // The runtime acknowledged a move's checkpoint command: requeue the job held, or give up.
-  void OnMoveCheckpoint(ElasticJob& job, bool ok, const std::string& error);
+  void OnMoveCheckpoint(ElasticJob& job, int64_t command, bool ok, const std::string& error);
   // SyncWithSlurm: a job requeued for a move leaves the registry, its record kept with the move.
   // Returns false when the job is not being moved.
   bool EndForMove(ElasticJob& job);
@@ -182,6 +182,10 @@ class Controller {
   // OnRegister: the job starts on its new type: its record (speeds, samples per type) comes back.
   std::optional<ElasticJob> FinishMove(uint32_t id, const std::string& type, double now);
   Json MovesJson() const;
+  static Json MoveJson(const Move& m);  // as stored in the job record (ElasticJob::move)
+  void RestoreMoves();                  // LoadState: moves past their checkpoint, from the database
+  void SaveMove(Move& m);               // the job's record, state 'moving', with the move
+  void EndMove(uint32_t id, Move& m);   // a move given up: the record without it
 
   ControllerConfig config_;
   std::unique_ptr<Database> db_;

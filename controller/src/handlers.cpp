@@ -392,7 +392,7 @@ nlohmann::json Controller::OnAck(const Request& r) {
       SaveExtension(*e);
     }
   }
-  if (action == "checkpoint") OnMoveCheckpoint(job, ok, Field<std::string>(r.msg, "error", "no reason given"));
+  if (action == "checkpoint") OnMoveCheckpoint(job, cmd, ok, Field<std::string>(r.msg, "error", "no reason given"));
   if (action == "set_batch") {
     if (job.batch_command == cmd) job.batch_command = 0;
     if (ok) {

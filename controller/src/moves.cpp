@@ -27,14 +27,59 @@ const char* PhaseName(int phase) {
 
 }  // namespace
 
+nlohmann::json Controller::MoveJson(const Move& m) {
+  return {{"from", m.from}, {"to", m.to}, {"phase", PhaseName(static_cast<int>(m.phase))},
+          {"started_at", m.started_at}, {"check", m.check}};
+}
+
+void Controller::RestoreMoves() {
+  auto restore = [&](const ElasticJob& job) {
+    const Json& j = job.move;
+    Move m;
+    m.from = j.value("from", "");
+    m.to = j.value("to", "");
+    m.phase = j.value("phase", "") == "released" ? Move::Phase::kReleased : Move::Phase::kRequeued;
+    m.started_at = j.value("started_at", 0.0);
+    m.check = j.value("check", Json::object());
+    return m;
+  };
+  for (const auto& [id, job] : registry_.jobs) {
+    if (job.move.is_object()) moves_[id] = restore(job);  // requeued; the next epoch sees it pending
+  }
+  for (ElasticJob& job : records::LoadMovingJobs(*db_)) {
+    if (!job.move.is_object()) continue;
+    Move m = restore(job);
+    m.job = std::move(job);
+    moves_[m.job.id] = std::move(m);
+  }
+  if (!moves_.empty()) Log(LogLevel::kInfo, kComponent, moves_.size(), " moves to another GPU type in flight");
+}
+
+void Controller::SaveMove(Move& m) {
+  m.job.state = "moving";
+  m.job.move = MoveJson(m);
+  SaveJob(m.job);
+}
+
+void Controller::EndMove(uint32_t id, Move& m) {
+  if (auto r = registry_.jobs.find(id); r != registry_.jobs.end()) {
+    r->second.move = nullptr;
+    SaveJob(r->second);
+  } else if (m.job.id != 0) {
+    m.job.state = "ended";
+    m.job.move = nullptr;
+    SaveJob(m.job);
+  }
+}
+
 double Controller::MoveCostS() const {
   if (move_costs_.empty()) return config_.move_cost_s;
   return std::accumulate(move_costs_.begin(), move_costs_.end(), 0.0) / static_cast<double>(move_costs_.size());
 }
 
-void Controller::OnMoveCheckpoint(ElasticJob& job, bool ok, const std::string& error) {
+void Controller::OnMoveCheckpoint(ElasticJob& job, int64_t command, bool ok, const std::string& error) {
   auto it = moves_.find(job.id);
-  if (it == moves_.end() || it->second.phase != Move::Phase::kCheckpoint) return;
+  if (it == moves_.end() || it->second.phase != Move::Phase::kCheckpoint || it->second.command != command) return;
   Status s = ok ? (slurm_ != nullptr ? slurm_->RequeueHold(job.id) : Status(ErrorKind::kUnavailable, "no Slurm"))
                 : Status(ErrorKind::kUnavailable, "the checkpoint failed: " + error);
   if (!s.ok()) {
@@ -45,6 +90,8 @@ void Controller::OnMoveCheckpoint(ElasticJob& job, bool ok, const std::string& e
     return;
   }
   it->second.phase = Move::Phase::kRequeued;
+  job.move = MoveJson(it->second);  // a restarted elasticd finishes the move
+  SaveJob(job);
   Audit(std::nullopt, "move_requeued", job.id, {{"to", it->second.to}});
   Log(LogLevel::kInfo, kComponent, "job ", job.id, ": checkpoint written, requeued held to move to ", it->second.to);
   NotifyEvent("job " + std::to_string(job.id) + " requeued for a move");
@@ -60,6 +107,7 @@ bool Controller::EndForMove(ElasticJob& job) {
   }
   it->second.job = job;
   EndJob(job, "requeued to move to GPU type " + it->second.to);  // `job` is gone after this
+  SaveMove(it->second);  // state 'moving' until it registers on the new type
   return true;
 }
 
@@ -82,6 +130,7 @@ void Controller::AdvanceMoves(const std::vector<NodeInfo>& nodes, const std::map
       Status s = slurm_->ReleaseExcluding(id, exclude);
       if (s.ok()) {
         m.phase = Move::Phase::kReleased;
+        if (m.job.id != 0) SaveMove(m);
         Audit(std::nullopt, "move_released", id, {{"to", m.to}, {"excluded_nodes", exclude}});
         Log(LogLevel::kInfo, kComponent, "job ", id, ": released to restart on ", m.to, " (nodes excluded: ", exclude, ")");
       } else {
@@ -92,6 +141,7 @@ void Controller::AdvanceMoves(const std::vector<NodeInfo>& nodes, const std::map
     if (!failed.empty()) {
       Log(LogLevel::kWarning, kComponent, "job ", id, ": move to ", m.to, " given up: ", failed);
       Audit(std::nullopt, "move_failed", id, {{"to", m.to}, {"why", failed}});
+      EndMove(id, m);
       it = moves_.erase(it);
       continue;
     }
@@ -105,6 +155,7 @@ std::optional<ElasticJob> Controller::FinishMove(uint32_t id, const std::string&
   Move m = std::move(it->second);
   moves_.erase(it);
   ElasticJob job = std::move(m.job);
+  job.move = nullptr;
   SwitchTypeSamples(job, m.from, type);
   const double cost = now - m.started_at;
   move_costs_.push_back(cost);

@@ -91,6 +91,7 @@ nlohmann::json ElasticJob::ToJson() const {
                    {"batch_command_at", batch_command_at},
                    {"samples", samples_json}};
   if (!type_speed.empty()) j["type_speed"] = type_speed;
+  if (!move.is_null()) j["move"] = move;
   if (!samples_by_type.empty()) {
     nlohmann::json by_type = nlohmann::json::object();
     for (const auto& [type, list] : samples_by_type) {
@@ -143,6 +144,7 @@ ElasticJob ElasticJob::FromJson(const nlohmann::json& j) {
   for (const auto& s : j.value("samples", nlohmann::json::array())) {
     job.samples.push_back({s.at(0).get<int>(), s.at(1).get<int>(), s.at(2).get<double>(), s.at(3).get<double>()});
   }
+  if (auto it = j.find("move"); it != j.end() && it->is_object()) job.move = *it;
   if (auto it = j.find("type_speed"); it != j.end() && it->is_object()) {
     for (auto v = it->begin(); v != it->end(); ++v) {
       if (v->is_number()) job.type_speed[v.key()] = v->get<double>();

@@ -8,6 +8,7 @@ types (a100 on n1-n2, v100 on n3-n4):
 - sbatch refuses bad type lists (a type the cluster lacks, a type twice, an empty item) with a
   message that says what to do, and the batch step refuses a list without the job's own type."""
 
+import json
 import os
 import re
 import sqlite3
@@ -15,7 +16,7 @@ import time
 import unittest
 
 from clustertest import job_state, job_workdir, read, run, sbatch, wait_job
-from e2e import ElasticdTestCase, status, submit_trainer, wait_until
+from e2e import CTL, ElasticdTestCase, status, submit_trainer, trainer_script, wait_until
 
 SAMPLES, EPOCHS, BATCH = 4000, 50, 64
 
@@ -24,6 +25,15 @@ def restarts(job):
     out = run(["scontrol", "-o", "show", "job", str(job)], check=False).stdout
     m = re.search(r"\bRestarts=(\d+)", out)
     return int(m.group(1)) if m else -1
+
+
+def moves():
+    return json.loads(run([CTL, "status", "--json"]).stdout)["moves"]
+
+
+def final_loss(out):
+    done = re.search(r"elastic-train-logreg: done: (\d+) steps, world (\d+), batch (\d+), loss ([0-9.]+)", out)
+    return done and float(done.group(4))
 
 
 def nodes_of(job):
@@ -62,6 +72,13 @@ class GpuTypesTest(ElasticdTestCase):
                           workdir=job_workdir("types-rigid"))
         self.jobs.append(rigid)
         wait_until(lambda: job_state(rigid) == "RUNNING", 30, "the rigid job on every a100")
+        # The reference: the same training as a rigid job on v100, never moved (the trainer is
+        # deterministic: the moved job must end with the same model, hence the same loss).
+        ref_wd = job_workdir("types-reference")
+        ref_script = trainer_script(gpus=2, max_gpus=2, gpu_type="v100", samples=SAMPLES, epochs=EPOCHS, batch=BATCH)
+        ref, _ = sbatch([], script="\n".join(l for l in ref_script.splitlines() if "--elastic-gpus" not in l) + "\n",
+                        workdir=ref_wd)
+        self.jobs.append(ref)
         a, wd = submit_trainer("types-move", gpus=2, max_gpus=2, gpu_type=None, samples=SAMPLES, epochs=EPOCHS,
                                batch=BATCH, sbatch_lines="#SBATCH --elastic-gpu-types=a100,v100\n"
                                                          "#SBATCH --open-mode=append",
@@ -76,8 +93,12 @@ class GpuTypesTest(ElasticdTestCase):
         on_v100 = nodes_of(a)
         self.assertIn(on_v100, ("n3", "n4"))
 
-        # The rigid job ends: elasticd moves the job to a100 (checkpoint, held requeue, release).
+        # The rigid job ends: elasticd moves the job to a100 (checkpoint, held requeue, release);
+        # elasticctl status lists the move while it is in flight.
         self.assertEqual(wait_job(rigid, timeout=60), "COMPLETED")
+        move = wait_until(lambda: [m for m in moves() if m["job_id"] == a], 30, "the move in elasticctl status")[0]
+        self.assertEqual((move["from"], move["to"]), ("v100", "a100"))
+        self.assertTrue(move["check"]["worth"])
         wait_until(lambda: restarts(a) == 1 and job_state(a) == "RUNNING", 60, "the job requeued and running again")
         self.assertIn(nodes_of(a), ("n1", "n2"))
         wait_until(lambda: status().get(a, {}).get("gpu_type") == "a100", 30, "the job registered on a100")
@@ -102,6 +123,9 @@ class GpuTypesTest(ElasticdTestCase):
         self.assertLessEqual(steps, left // BATCH + (EPOCHS - epoch) + 1, out)
         self.assertEqual((world, batch), (2, BATCH))
         self.assertLess(loss, 0.3, "the model did not train (logistic loss starts at ln 2 = 0.69)")
+        self.assertEqual(wait_job(ref, timeout=120), "COMPLETED")
+        reference = final_loss(read(os.path.join(ref_wd, f"job-{ref}.out")))
+        self.assertEqual(loss, reference, "the moved job's model differs from the unmoved reference's")
         db = sqlite3.connect(self.d.db)
         audit = [(r[0], r[1]) for r in db.execute("SELECT action, detail FROM audit WHERE job_id = ? ORDER BY id", (a,))]
         db.close()

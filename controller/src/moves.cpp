@@ -64,6 +64,8 @@ void Controller::SaveMove(Move& m) {
 void Controller::EndMove(uint32_t id, Move& m) {
   if (auto r = registry_.jobs.find(id); r != registry_.jobs.end()) {
     r->second.move = nullptr;
+    // No new move (nor growth) at once: a failing move would otherwise be tried every epoch.
+    r->second.grow_backoff_until = Now() + std::max(config_.min_rescale_interval_s, 5 * config_.epoch_s);
     SaveJob(r->second);
   } else if (m.job.id != 0) {
     m.job.state = "ended";
@@ -85,7 +87,7 @@ void Controller::OnMoveCheckpoint(ElasticJob& job, int64_t command, bool ok, con
   if (!s.ok()) {
     Log(LogLevel::kWarning, kComponent, "job ", job.id, ": move to ", it->second.to, " given up: ", s.message());
     Audit(std::nullopt, "move_failed", job.id, {{"to", it->second.to}, {"why", s.message()}});
-    job.grow_backoff_until = Now() + std::max(config_.min_rescale_interval_s, 5 * config_.epoch_s);
+    EndMove(job.id, it->second);
     moves_.erase(it);
     return;
   }

@@ -79,10 +79,12 @@ optimizer::Job WaitingJob(const JobInfo& j, const std::map<std::string, int>& ca
 // Options on the other GPU types the job accepts (--elastic-gpu-types), at its base size: a move
 // restarts it there. Their utility is that of the base size here times the job's speed there over
 // its speed here (SpeedPerGpu: measured, else the site's relative speeds). Only a job whose GPU
-// request is untyped can be moved (moves.cpp), and only once it has reported a step.
+// request is untyped can be moved (moves.cpp), only once it has reported a step, and not while it
+// backs off after a failed extension or move.
 void AddOtherTypes(const ElasticJob& job, const JobInfo* info, const std::map<std::string, int>& capacity,
-                   const ControllerConfig& config, optimizer::Job& oj) {
+                   const ControllerConfig& config, double now, optimizer::Job& oj) {
   if (!config.type_moves || info == nullptr || !info->request_type.empty() || job.metrics_received == 0) return;
+  if (now < job.grow_backoff_until) return;  // after a failed extension or move: not yet
   const auto here = SpeedPerGpu(job, job.gpu_type, config);
   if (!here || *here <= 0) return;
   double u_base = 0;
@@ -182,7 +184,7 @@ PlanInput BuildPlanInput(const Registry& registry, const std::vector<NodeInfo>& 
     oj.allowed_types = {job.gpu_type};
     if (!frozen) {
       auto info = info_by_id.find(id);
-      AddOtherTypes(job, info == info_by_id.end() ? nullptr : info->second, capacity, config, oj);
+      AddOtherTypes(job, info == info_by_id.end() ? nullptr : info->second, capacity, config, now, oj);
     }
     snap.jobs.push_back(std::move(oj));
     in.elastic_order.push_back(id);

@@ -660,5 +660,65 @@ TEST(ControllerEpochTest, AJobMovesToAFasterTypeItAcceptsWhenThatPaysBack) {
   EXPECT_FALSE(decide(busy, cfg).contains("move_to")) << decide(busy, cfg).dump();
 }
 
+TEST(ControllerEpochTest, AMoveStartsWithACheckpointCommandAndBacksOffWhenItFails) {
+  // The epoch that decides a move queues a checkpoint command; the runtime acknowledges it as
+  // failed: the move is given up (audit move_failed) and the job is not moved again at once.
+  ControllerConfig cfg;
+  RecordedSnapshot snap = TwoTypesOneJob(640 * 600);
+  const std::string here = snap.registry[0]["gpu_type"], there = here == "t0" ? "t1" : "t0";
+  cfg.type_speed = {{there, 2.0}};
+  cfg.move_cost_s = 60;
+  auto ctl = MakeController(snap, cfg);
+  const uint32_t id = snap.registry[0]["id"];
+  const uid_t owner = snap.registry[0]["uid"].get<uid_t>();
+  EpochResult r = ctl->Epoch(snap.nodes, snap.jobs, /*dry_run=*/false);
+  ASSERT_EQ(r.plan["decisions"][0]["action"], "move") << r.plan.dump();
+  nlohmann::json status = ctl->Handle(owner, {{"v", 1}, {"type", "status"}, {"id", 1}});
+  ASSERT_EQ(status["moves"].size(), 1u) << status.dump();
+  EXPECT_EQ(status["moves"][0]["phase"], "checkpoint");
+  EXPECT_EQ(status["moves"][0]["to"], there);
+  EXPECT_FALSE(status["moves"][0].contains("uid"));
+  // While the move is in flight the job makes no other change.
+  r = ctl->Epoch(snap.nodes, snap.jobs, false);
+  EXPECT_EQ(r.plan["decisions"][0]["action"], "move");
+  nlohmann::json poll = ctl->Handle(owner, {{"v", 1}, {"type", "poll"}, {"id", 2}, {"job", id}, {"wait_ms", 0}});
+  ASSERT_EQ(poll["commands"].size(), 1u) << poll.dump();
+  EXPECT_EQ(poll["commands"][0]["action"], "checkpoint");
+  EXPECT_EQ(poll["commands"][0]["reason"], "move to GPU type " + there);
+  nlohmann::json ack = ctl->Handle(owner, {{"v", 1}, {"type", "ack"}, {"id", 3}, {"job", id},
+                                           {"command", poll["commands"][0]["command"]}, {"ok", false},
+                                           {"error", "no checkpoint directory"}});
+  ASSERT_TRUE(ack.value("ok", false)) << ack.dump();
+  status = ctl->Handle(owner, {{"v", 1}, {"type", "status"}, {"id", 4}});
+  EXPECT_TRUE(status["moves"].empty()) << status.dump();
+  r = ctl->Epoch(snap.nodes, snap.jobs, false);
+  EXPECT_FALSE(r.plan["decisions"][0].contains("move_to")) << "moved again at once: " << r.plan.dump();
+}
+
+TEST(ControllerEpochTest, ARestartedElasticdKnowsTheMovesInFlight) {
+  // A job elasticd requeued for a move (state 'moving' in the database) is listed as a move after
+  // a restart, not as a running job.
+  auto db = Database::Open(":memory:");
+  ASSERT_TRUE(db.ok());
+  ElasticJob job;
+  job.id = 5;
+  job.uid = 1000;
+  job.gpu_type = "v100";
+  job.base_gpus = 2;
+  job.state = "moving";
+  job.move = {{"from", "v100"}, {"to", "a100"}, {"phase", "released"}, {"started_at", 10.0}};
+  records::SaveJob(*db.value(), job, 20.0);
+  Controller ctl(ControllerConfig{}, std::move(db).value(), nullptr);
+  nlohmann::json status = ctl.Handle(1000, {{"v", 1}, {"type", "status"}, {"id", 1}});
+  ASSERT_EQ(status["moves"].size(), 1u) << status.dump();
+  EXPECT_EQ(status["moves"][0]["job_id"], 5);
+  EXPECT_EQ(status["moves"][0]["phase"], "released");
+  EXPECT_TRUE(status["jobs"].empty());
+  // Without Slurm, PrivateData counts as including jobs: another user does not see the move.
+  nlohmann::json other = ctl.Handle(2000, {{"v", 1}, {"type", "status"}, {"id", 2}});
+  EXPECT_TRUE(other.contains("only_own_jobs")) << other.dump();
+  EXPECT_TRUE(other["moves"].empty()) << other.dump();
+}
+
 }  // namespace
 }  // namespace elastic::controller

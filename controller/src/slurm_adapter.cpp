@@ -76,9 +76,8 @@ JobInfo FromRecord(const slurm_job_info_t& j) {
                           : RunningJobGpus(Str(j.tres_alloc_str), Str(j.gres_total), Str(j.tres_per_node), j.num_nodes);
   job.gpu_type = type;
   job.gpus = gpus;
-  std::string per_node = Str(j.tres_per_node);
-  for (size_t at = per_node.find("gres:"); at != std::string::npos; at = per_node.find("gres:")) per_node.erase(at, 5);
-  job.request_type = ParseGpuGres(per_node).first;
+  job.request_type =
+      slurm_text::RequestedGpuType({Str(j.tres_per_node), Str(j.tres_per_job), Str(j.tres_per_socket), Str(j.tres_per_task)});
   if (j.time_limit != INFINITE && j.time_limit != NO_VAL) job.time_limit_s = static_cast<int64_t>(j.time_limit) * 60;
   job.end_time = static_cast<int64_t>(j.end_time);
   job.start_time = static_cast<int64_t>(j.start_time);

@@ -58,9 +58,8 @@ Result<JobRecord> LoadJob(uint32_t job_id) {
   auto s = [](const char* text) { return std::string(text ? text : ""); };
   std::tie(job.gpu_type, job.gpus) =
       slurm_text::RunningJobGpus(s(j.tres_alloc_str), s(j.gres_total), s(j.tres_per_node), j.num_nodes);
-  std::string per_node = s(j.tres_per_node);
-  for (size_t at = per_node.find("gres:"); at != std::string::npos; at = per_node.find("gres:")) per_node.erase(at, 5);
-  job.request_type = slurm_text::ParseGpuGres(per_node).first;
+  job.request_type =
+      slurm_text::RequestedGpuType({s(j.tres_per_node), s(j.tres_per_job), s(j.tres_per_socket), s(j.tres_per_task)});
   if (j.time_limit != INFINITE && j.time_limit != NO_VAL) job.time_limit_s = static_cast<int64_t>(j.time_limit) * 60;
   slurm_free_job_info_msg(msg);
   return job;

@@ -98,7 +98,7 @@ EpochResult Controller::Epoch(const std::vector<NodeInfo>& nodes, const std::vec
   result.stage_ms["fit"] = MsSince(t_fit);
 
   auto t_snap = Clock::now();
-  PlanInput in = BuildPlanInput(registry_, nodes, sjobs, config_, paused_all_, now);
+  PlanInput in = BuildPlanInput(registry_, nodes, sjobs, config_, paused_all_, now, MoveCostS());
   result.stage_ms["snapshot"] = MsSince(t_snap);
 
   auto t_plan = Clock::now();
@@ -238,6 +238,7 @@ nlohmann::json Controller::Decide(ElasticJob& job, const PlanInput& in, const op
   nlohmann::json d{{"job", id}, {"current", current}, {"target", target}, {"batch", job.batch}, {"target_batch", target_batch}};
   if (auto f = in.finishing.find(id); f != in.finishing.end()) d["time_left_s"] = f->second;  // not grown
   if (in.no_step.count(id)) d["no_step_yet"] = true;  // not grown: its program has reported no step
+  if (auto c = in.move_checks.find(id); c != in.move_checks.end()) d["move_checks"] = c->second;
   if (auto m = moves_.find(id); m != moves_.end()) {  // a move in flight: nothing else changes
     d["action"] = "move";
     d["move_to"] = m->second.to;

@@ -79,10 +79,12 @@ optimizer::Job WaitingJob(const JobInfo& j, const std::map<std::string, int>& ca
 // Options on the other GPU types the job accepts (--elastic-gpu-types), at its base size: a move
 // restarts it there. Their utility is that of the base size here times the job's speed there over
 // its speed here (SpeedPerGpu: measured, else the site's relative speeds). Only a job whose GPU
-// request is untyped can be moved (moves.cpp), only once it has reported a step, and not while it
-// backs off after a failed extension or move.
+// request is untyped can be moved (moves.cpp), only once it has reported a step, not while it
+// backs off after a failed extension or move, and only to a type where the move pays back
+// (CheckMove, recorded in `checks`): the plan never counts on a move elasticd would not make.
 void AddOtherTypes(const ElasticJob& job, const JobInfo* info, const std::map<std::string, int>& capacity,
-                   const ControllerConfig& config, double now, optimizer::Job& oj) {
+                   const ControllerConfig& config, double now, double move_cost_s, optimizer::Job& oj,
+                   nlohmann::json& checks) {
   if (!config.type_moves || info == nullptr || !info->request_type.empty() || job.metrics_received == 0) return;
   if (now < job.grow_backoff_until) return;  // after a failed extension or move: not yet
   const auto here = SpeedPerGpu(job, job.gpu_type, config);
@@ -100,6 +102,9 @@ void AddOtherTypes(const ElasticJob& job, const JobInfo* info, const std::map<st
     auto cap = capacity.find(type);
     const auto there = SpeedPerGpu(job, type, config);
     if (cap == capacity.end() || cap->second < job.base_gpus || !there) continue;
+    const auto check = CheckMove(job, type, move_cost_s, config.move_payback, config, now);
+    checks[type] = check ? check->ToJson() : nlohmann::json("time left or speed not known yet");
+    if (!check || !check->worth) continue;
     oj.options.push_back({type, job.base_gpus, batch, u_base * *there / *here});
     oj.allowed_types.push_back(type);
   }
@@ -109,7 +114,7 @@ void AddOtherTypes(const ElasticJob& job, const JobInfo* info, const std::map<st
 
 PlanInput BuildPlanInput(const Registry& registry, const std::vector<NodeInfo>& nodes,
                          const std::vector<JobInfo>& sjobs, const ControllerConfig& config, bool paused_all,
-                         double now) {
+                         double now, double move_cost_s) {
   PlanInput in;
   auto& capacity = in.capacity;
   auto& gpus_per_node = in.gpus_per_node;
@@ -184,7 +189,10 @@ PlanInput BuildPlanInput(const Registry& registry, const std::vector<NodeInfo>& 
     oj.allowed_types = {job.gpu_type};
     if (!frozen) {
       auto info = info_by_id.find(id);
-      AddOtherTypes(job, info == info_by_id.end() ? nullptr : info->second, capacity, config, now, oj);
+      nlohmann::json checks = nlohmann::json::object();
+      AddOtherTypes(job, info == info_by_id.end() ? nullptr : info->second, capacity, config, now, move_cost_s, oj,
+                    checks);
+      if (!checks.empty()) in.move_checks[id] = checks;
     }
     snap.jobs.push_back(std::move(oj));
     in.elastic_order.push_back(id);

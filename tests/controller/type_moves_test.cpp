@@ -156,15 +156,19 @@ TEST(TypeMoveEpochTest, AJobMovesToAFasterTypeItAcceptsWhenThatPaysBack) {
   EXPECT_NEAR(d["move_check"]["left_new_s"].get<double>(), 300, 1);  // 2 x the speed on its 2 GPUs
   EXPECT_TRUE(d["move_check"]["worth"].get<bool>());
 
-  // Saving 300 s does not pay back a move that costs 200 s twice over: the job stays.
+  // Saving 300 s does not pay back a move that costs 200 s twice over: the plan keeps the job
+  // where it is, and the decision says why.
   ControllerConfig dear = cfg;
   dear.move_cost_s = 200;
   d = decide(snap, dear);
   EXPECT_EQ(d["action"], "stay") << d.dump();
-  EXPECT_EQ(d["move"], "does not pay back");
+  EXPECT_FALSE(d.contains("move_to")) << d.dump();
+  EXPECT_FALSE(d["move_checks"][there]["worth"].get<bool>()) << d.dump();
+  EXPECT_NEAR(d["move_checks"][there]["saved_s"].get<double>(), 300, 1);
   // Neither does a job with little left.
   d = decide(TwoTypesOneJob(640 * 60), cfg);
   EXPECT_EQ(d["action"], "stay") << d.dump();
+  EXPECT_FALSE(d.contains("move_to")) << d.dump();
   // Without the site's table the other type counts as fast as this one: no option there is better.
   d = decide(snap, ControllerConfig{});
   EXPECT_EQ(d["action"], "stay") << d.dump();

@@ -30,6 +30,7 @@ constexpr std::array kTable{
     EnvVar{kFuseMaxPerGpu, kPlugin, kProgram, true, false, "most trials one GPU trains fused (--elastic-fuse)"},
     EnvVar{kFuseTrials, kPlugin, kProgram, true, true, "the leader's trials: array task indexes, comma-separated"},
     EnvVar{kFuseLeader, kPlugin, kProgram, true, true, "a member task: the job id of the leader that trains its trial"},
+    EnvVar{kGpuTypes, kPlugin, kProgram, true, false, "GPU types the job accepts, a100,v100 (--elastic-gpu-types)"},
     EnvVar{kJoinToken, kPlugin | kLauncher, kRuntime | kLauncher, true, true,
            "32 hex digits: the job's initial token, or an extension group's one-time token"},
     EnvVar{kMungeSocket, kPlugin, kRuntime | kLauncher, true, false, "munged's socket for messages to elasticd"},

@@ -78,6 +78,20 @@ std::pair<std::string, int> ParseGpuTres(const std::string& tres) {
   return {type == "mixed" ? "" : type, total};
 }
 
+std::string RequestedGpuType(const std::vector<std::string>& tres_per) {
+  std::string type;
+  for (std::string text : tres_per) {
+    std::replace(text.begin(), text.end(), ';', ',');
+    for (const char* prefix : {"gres:", "gres/"}) {
+      for (size_t at = text.find(prefix); at != std::string::npos; at = text.find(prefix)) text.erase(at, 5);
+    }
+    std::replace(text.begin(), text.end(), '=', ':');  // "gpu:v100=1" -> "gpu:v100:1"
+    const std::string t = ParseGpuGres(text).first;
+    if (!t.empty()) AddType(type, t);
+  }
+  return type;
+}
+
 std::pair<std::string, int> RunningJobGpus(const std::string& tres_alloc, const std::string& gres_total,
                                            const std::string& tres_per_node, uint32_t nodes) {
   auto gpus = ParseGpuTres(tres_alloc);

@@ -37,6 +37,7 @@ struct StringField {
 constexpr StringField kStringFields[] = {
     {"lr_scaling", kLrScaling, &JobSpec::lr_scaling},
     {"model", kModel, &JobSpec::model},
+    {"gpu_types", kGpuTypes, &JobSpec::gpu_types},
 };
 
 std::optional<int64_t>& Slot(JobSpec& spec, const IntField& f) {
@@ -56,6 +57,20 @@ std::optional<int64_t> ParseInt(const std::string& text) {
 }
 
 }  // namespace
+
+std::vector<std::string> JobSpec::GpuTypes() const {
+  std::vector<std::string> out;
+  if (!gpu_types) return out;
+  size_t start = 0;
+  while (start <= gpu_types->size()) {
+    const size_t comma = gpu_types->find(',', start);
+    const std::string item = gpu_types->substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (!item.empty()) out.push_back(item);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
 
 nlohmann::json JobSpec::ToJson() const {
   nlohmann::json j = nlohmann::json::object();

@@ -1,5 +1,7 @@
 #include "config.h"
 
+#include <charconv>
+
 #include "elastic/common/ini.h"
 #include "elastic/common/log.h"
 #include "elastic/optimizer/policy.h"
@@ -209,6 +211,40 @@ std::vector<config::KeySpec> Table(ControllerConfig& c) {
        [&](std::string_view v) {
          return Apply(config::ParseInt(v, 0, 100, "recovery.max_restarts"),
                       [&](int64_t n) { c.max_restarts = static_cast<int>(n); });
+       }},
+      {"types.moves",
+       "1: move a job that accepts several GPU types (--elastic-gpu-types) to another of them when the move "
+       "pays back, 0: never (default 1)",
+       [&](std::string_view v) { return Apply(config::ParseBool(v, "types.moves"), [&](bool b) { c.type_moves = b; }); }},
+      {"types.speed",
+       "relative speed per GPU of each GPU type, TYPE:FACTOR[,TYPE:FACTOR...] (e.g. a100:2,v100:1; a type not "
+       "named counts 1): a job's speed on a type it has not run on, from its speed where it ran",
+       [&](std::string_view v) -> Status {
+         auto items = config::ParseList(v, "types.speed");
+         if (!items.ok()) return items.status();
+         for (const auto& item : items.value()) {
+           auto colon = item.find(':');
+           if (colon == std::string::npos || colon == 0) return Bad("types.speed: '" + item + "' is not TYPE:FACTOR");
+           const std::string factor = item.substr(colon + 1);
+           double f = 0;
+           auto [ptr, ec] = std::from_chars(factor.data(), factor.data() + factor.size(), f);
+           if (factor.empty() || ec != std::errc() || ptr != factor.data() + factor.size() || !(f >= 0.01 && f <= 1000)) {
+             return Bad("types.speed: factor '" + factor + "' of " + item.substr(0, colon) +
+                        " is not a number between 0.01 and 1000");
+           }
+           c.type_speed[item.substr(0, colon)] = f;
+         }
+         return Status::Ok();
+       }},
+      {"types.move_cost",
+       "seconds a move to another GPU type costs the job (checkpoint, requeue, restart) until elasticd has "
+       "measured one, 0-86400 (default 120)",
+       [&](std::string_view v) { return Seconds(v, "types.move_cost", 0, 86400, c.move_cost_s); }},
+      {"types.move_payback",
+       "a move must save this many times its cost of the job's remaining training, 1-100 (default 2)",
+       [&](std::string_view v) {
+         return Apply(config::ParseInt(v, 1, 100, "types.move_payback"),
+                      [&](int64_t n) { c.move_payback = static_cast<double>(n); });
        }},
       {"limits.default_account_extension_gpus", "GPUs an account may hold through extensions (default: no limit)",
        [&](std::string_view v) {

@@ -67,6 +67,11 @@ struct ControllerConfig {
   // [recovery]
   bool restart_world_lost = true;       // requeue a job that exits kExitWorldLost (75)
   int max_restarts = 3;                 // Slurm restart count at which elasticd stops requeueing
+  // [types]: jobs across GPU types (type_moves.h)
+  bool type_moves = true;                      // move jobs between the GPU types they accept
+  std::map<std::string, double> type_speed;    // relative speed per GPU of each type (absent: 1.0)
+  double move_cost_s = 120;                    // what a move costs until measured (checkpoint, requeue, restart)
+  double move_payback = 2;                     // a move must save this many times its cost
   // [limits]
   int64_t default_account_extension_gpus = -1;            // -1: unlimited
   std::map<std::string, int64_t> account_extension_gpus;  // per-account cap on extension GPUs

@@ -34,6 +34,7 @@ void Controller::LoadState() {
   restarts_ = records::LoadRestarts(*db_);
   for (ElasticJob& job : records::LoadRunningJobs(*db_)) registry_.jobs[job.id] = std::move(job);
   for (Extension& e : records::LoadActiveExtensions(*db_)) registry_.extensions[e.id] = std::move(e);
+  RestoreMoves();
   Log(LogLevel::kInfo, kComponent, "state loaded: ", registry_.jobs.size(), " running elastic jobs, ",
       registry_.extensions.size(), " extensions");
 }

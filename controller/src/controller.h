@@ -164,6 +164,42 @@ class Controller {
               bool dry_run, double now, Json& d);
   void MaybeChangeBatch(ElasticJob& job, const PlanInput& in, int gpus, int64_t batch, bool dry_run, Json& d);
 
+  // ---- moves.cpp: a job moved to another GPU type it accepts (type_moves.h): a checkpoint
+  // command, then (acknowledged) a held requeue, then (the job pending) its release with the nodes
+  // of other types excluded, then its registration on the new type.
+  struct Move {
+    enum class Phase { kCheckpoint, kRequeued, kReleased };
+    Phase phase = Phase::kCheckpoint;
+    std::string from;
+    std::string to;
+    int64_t command = 0;     // the checkpoint command
+    double started_at = 0;
+    ElasticJob job;          // the job's record while Slurm has it requeued (out of the registry)
+    Json check;              // the MoveCheck that started it
+  };
+  // What a move costs: the mean of those measured (start to registration on the new type), else
+  // types.move_cost.
+  double MoveCostS() const;
+  // The plan put the job on another type (`a`): shrink it to its base first, or start the move
+  // when it pays back and the type has the GPUs free, or say why not.
+  void MaybeMove(ElasticJob& job, const PlanInput& in, const optimizer::Assignment& a, FreeGpus& free, bool dry_run,
+                 double now, Json& d);
+  // The runtime acknowledged a move's checkpoint command: requeue the job held, or give up.
+  void OnMoveCheckpoint(ElasticJob& job, int64_t command, bool ok, const std::string& error);
+  // SyncWithSlurm: a job requeued for a move leaves the registry, its record kept with the move.
+  // Returns false when the job is not being moved.
+  bool EndForMove(ElasticJob& job);
+  // The epoch: release requeued jobs (once Slurm finished ending them) toward the new type; give
+  // up moves whose checkpoint never came or whose job is gone.
+  void AdvanceMoves(const std::vector<NodeInfo>& nodes, const std::map<uint32_t, const JobInfo*>& by_id, double now);
+  // OnRegister: the job starts on its new type: its record (speeds, samples per type) comes back.
+  std::optional<ElasticJob> FinishMove(uint32_t id, const std::string& type, double now);
+  Json MovesJson() const;
+  static Json MoveJson(const Move& m);  // as stored in the job record (ElasticJob::move)
+  void RestoreMoves();                  // LoadState: moves past their checkpoint, from the database
+  void SaveMove(Move& m);               // the job's record, state 'moving', with the move
+  void EndMove(uint32_t id, Move& m);   // a move given up: the record without it
+
   ControllerConfig config_;
   std::unique_ptr<Database> db_;
   std::unique_ptr<SlurmAdapter> slurm_;
@@ -180,6 +216,8 @@ class Controller {
     double until = 0;
   };
   std::map<std::pair<std::string, std::string>, Hold> holds_;  // (node, type)
+  std::map<uint32_t, Move> moves_;   // moves in flight (moves.cpp)
+  std::vector<double> move_costs_;   // measured move costs, seconds
   EpochTrigger trigger_;
   JobTableSummary seen_jobs_;  // the job table at the last epoch or look (events.cpp)
   time_t jobs_since_ = 0;      // slurmctld's update time of that table

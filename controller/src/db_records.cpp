@@ -18,6 +18,14 @@ std::vector<ElasticJob> LoadRunningJobs(Database& db) {
   return out;
 }
 
+std::vector<ElasticJob> LoadMovingJobs(Database& db) {
+  std::vector<ElasticJob> out;
+  db.Run("SELECT data FROM jobs WHERE state = 'moving'", {}, [&](sqlite3_stmt* st) {
+    out.push_back(ElasticJob::FromJson(nlohmann::json::parse(Database::Text(st, 0))));
+  });
+  return out;
+}
+
 std::set<uint32_t> LoadRestarts(Database& db) {
   std::set<uint32_t> out;
   db.Run("SELECT job_id FROM jobs WHERE state = 'restart'", {},

@@ -22,6 +22,8 @@ namespace elastic::controller::records {
 // ---- jobs
 // Elastic jobs in state 'running', as stored (ElasticJob::FromJson of their data).
 std::vector<ElasticJob> LoadRunningJobs(Database& db);
+// Jobs elasticd requeued to move them to another GPU type, not yet registered again (state 'moving').
+std::vector<ElasticJob> LoadMovingJobs(Database& db);
 // Ended jobs to requeue (state 'restart': their world was lost).
 std::set<uint32_t> LoadRestarts(Database& db);
 // Inserts or updates the job's row; an ended job gets ended_at = now.

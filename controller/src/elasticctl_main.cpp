@@ -91,7 +91,8 @@ int ShowStatus(const Options& o) {
   if (!r.ok()) return Report(r);
   const Json& reply = r.value();
   if (o.json) {
-    Json out{{"jobs", reply["jobs"]}, {"paused", reply["paused"]}, {"policy", reply["policy"]}, {"epoch", reply["epoch"]}};
+    Json out{{"jobs", reply["jobs"]}, {"moves", reply.value("moves", Json::array())}, {"paused", reply["paused"]},
+             {"policy", reply["policy"]}, {"epoch", reply["epoch"]}};
     if (reply.contains("only_own_jobs")) out["only_own_jobs"] = reply["only_own_jobs"];
     std::printf("%s\n", out.dump(2).c_str());
     return kExitOk;
@@ -124,6 +125,11 @@ int ShowStatus(const Options& o) {
                 j.value("user", "").c_str(), j.value("account", "").c_str(), j.value("gpu_type", "").c_str(),
                 j["gpus"].dump().c_str(), j["base_gpus"].dump().c_str(), j["max_gpus"].dump().c_str(), batch.c_str(), lr,
                 noise, j["rescales"].dump().c_str(), state.c_str(), exts.empty() ? "-" : exts.c_str());
+  }
+  // Moves to another GPU type in flight (a job Slurm holds requeued is listed here only).
+  for (const auto& m : reply.value("moves", Json::array())) {
+    std::printf("job %s: moving from %s to %s (%s)\n", m["job_id"].dump().c_str(), m.value("from", "?").c_str(),
+                m.value("to", "?").c_str(), m.value("phase", "?").c_str());
   }
   return kExitOk;
 }

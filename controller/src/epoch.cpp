@@ -11,6 +11,7 @@
 #include "elastic/optimizer/policy.h"
 #include "job_model.h"
 #include "model_refits.h"
+#include "type_moves.h"
 
 namespace elastic::controller {
 namespace {
@@ -88,6 +89,7 @@ EpochResult Controller::Epoch(const std::vector<NodeInfo>& nodes, const std::vec
   for (const auto& j : sjobs) by_id[j.id] = &j;
 
   if (!dry_run) SyncWithSlurm(by_id, now);
+  if (!dry_run) AdvanceMoves(nodes, by_id, now);
 
   // The jobs' step-time models, within the fit budget (model_refits.h): the plan's input and the
   // batch decisions use each job's last fit.
@@ -96,7 +98,7 @@ EpochResult Controller::Epoch(const std::vector<NodeInfo>& nodes, const std::vec
   result.stage_ms["fit"] = MsSince(t_fit);
 
   auto t_snap = Clock::now();
-  PlanInput in = BuildPlanInput(registry_, nodes, sjobs, config_, paused_all_, now);
+  PlanInput in = BuildPlanInput(registry_, nodes, sjobs, config_, paused_all_, now, MoveCostS());
   result.stage_ms["snapshot"] = MsSince(t_snap);
 
   auto t_plan = Clock::now();
@@ -236,6 +238,16 @@ nlohmann::json Controller::Decide(ElasticJob& job, const PlanInput& in, const op
   nlohmann::json d{{"job", id}, {"current", current}, {"target", target}, {"batch", job.batch}, {"target_batch", target_batch}};
   if (auto f = in.finishing.find(id); f != in.finishing.end()) d["time_left_s"] = f->second;  // not grown
   if (in.no_step.count(id)) d["no_step_yet"] = true;  // not grown: its program has reported no step
+  if (auto c = in.move_checks.find(id); c != in.move_checks.end()) d["move_checks"] = c->second;
+  if (auto m = moves_.find(id); m != moves_.end()) {  // a move in flight: nothing else changes
+    d["action"] = "move";
+    d["move_to"] = m->second.to;
+    return d;
+  }
+  if (a != nullptr && !a->gpu_type.empty() && a->gpu_type != job.gpu_type) {
+    MaybeMove(job, in, *a, free, dry_run, now, d);
+    return d;
+  }
   if (target > current) {
     Grow(job, in, current, target, free, dry_run, d);
   } else if (target < current || !draining.empty()) {
@@ -244,6 +256,61 @@ nlohmann::json Controller::Decide(ElasticJob& job, const PlanInput& in, const op
     MaybeChangeBatch(job, in, current, target_batch, dry_run, d);
   }
   return d;
+}
+
+void Controller::MaybeMove(ElasticJob& job, const PlanInput& in, const optimizer::Assignment& a, FreeGpus& free,
+                           bool dry_run, double now, Json& d) {
+  d["move_to"] = a.gpu_type;
+  const int current = registry_.PlannedGpus(job);
+  if (current > job.base_gpus) {  // a move restarts the job at its base size: its extensions leave first
+    Shrink(job, in, current, job.base_gpus, {}, dry_run, now, d);
+    d["move"] = "after its extensions leave";
+    return;
+  }
+  const auto check = CheckMove(job, a.gpu_type, MoveCostS(), config_.move_payback, config_, now);
+  if (!check) {
+    d["action"] = "stay";
+    d["move"] = "its time left or its speed there is not known yet";
+    return;
+  }
+  d["move_check"] = check->ToJson();
+  if (!check->worth) {
+    d["action"] = "stay";
+    d["move"] = "does not pay back";
+    return;
+  }
+  // The new type must have the job's base GPUs free now (Slurm places it; they are kept from growth).
+  auto& per_node = free.free[a.gpu_type];
+  int free_total = 0;
+  for (const auto& [node, f] : per_node) free_total += f;
+  if (free_total < job.base_gpus) {
+    d["action"] = "stay";
+    d["move"] = "not enough free GPUs there";
+    return;
+  }
+  int need = job.base_gpus;
+  auto& order = free.by_free[a.gpu_type];
+  while (need > 0 && !order.empty()) {
+    auto [neg, node] = *order.begin();
+    order.erase(order.begin());
+    const int take = std::min(-neg, need);
+    per_node[node] -= take;
+    need -= take;
+    if (per_node[node] > 0) order.insert({-per_node[node], node});
+  }
+  d["action"] = "move";
+  if (dry_run) return;
+  Move m;
+  m.from = job.gpu_type;
+  m.to = a.gpu_type;
+  m.started_at = now;
+  m.check = check->ToJson();
+  m.command = QueueCommand(job.id, {{"action", "checkpoint"}, {"reason", "move to GPU type " + a.gpu_type}});
+  moves_[job.id] = std::move(m);
+  Audit(std::nullopt, "move", job.id, {{"from", job.gpu_type}, {"to", a.gpu_type}, {"check", check->ToJson()}});
+  Log(LogLevel::kInfo, kComponent, "job ", job.id, ": moving from ", job.gpu_type, " to ", a.gpu_type, " (", job.base_gpus,
+      " GPUs): ", static_cast<int>(check->left_s), " s of training left there, ", static_cast<int>(check->left_new_s),
+      " s on ", a.gpu_type, ", the move costs ", static_cast<int>(check->cost_s), " s; a checkpoint first");
 }
 
 void Controller::MaybeChangeBatch(ElasticJob& job, const PlanInput& in, int gpus, int64_t batch, bool dry_run,

@@ -9,6 +9,7 @@
 
 #include "controller.h"
 #include "elastic/common/job_spec.h"
+#include "type_moves.h"
 #include "elastic/common/join_token.h"
 #include "elastic/common/log.h"
 #include "elastic/common/wire.h"
@@ -172,6 +173,8 @@ nlohmann::json Controller::OnRegister(const Request& r) {
   ElasticJob job;
   auto old = registry_.jobs.find(id);
   if (old != registry_.jobs.end()) job = old->second;  // a restarted batch step registers again
+  // A job elasticd moved to another GPU type: what it knew of it comes back (moves.cpp).
+  if (auto moved = FinishMove(id, j.gpu_type, Now())) job = std::move(*moved);
   // A requeued job registers afresh: its group ids continue after those it used before.
   job.next_group = std::max(job.next_group, records::MaxGroup(*db_, id) + 1);
   restarts_.erase(id);
@@ -398,6 +401,7 @@ nlohmann::json Controller::OnAck(const Request& r) {
       SaveExtension(*e);
     }
   }
+  if (action == "checkpoint") OnMoveCheckpoint(job, cmd, ok, Field<std::string>(r.msg, "error", "no reason given"));
   if (action == "set_batch") {
     if (job.batch_command == cmd) job.batch_command = 0;
     if (ok) {
@@ -476,6 +480,20 @@ nlohmann::json Controller::OnEnded(const Request& r) {
   return Json::object();
 }
 
+namespace {
+
+// The job's speed per GPU (samples/s) on each type it accepts: measured, or from the site's table.
+nlohmann::json SpeedsJson(const ElasticJob& job, const ControllerConfig& config) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& t : job.Spec().GpuTypes()) {
+    if (auto s = SpeedPerGpu(job, t, config)) out[t] = {{"samples_per_s", *s}, {"measured", job.type_speed.count(t) > 0 ||
+                                                                              (t == job.gpu_type && MeasuredSpeedPerGpu(job))}};
+  }
+  return out;
+}
+
+}  // namespace
+
 nlohmann::json Controller::OnStatus(const Request& r) {
   // Slurm's PrivateData decides whose jobs the caller sees (roles.h, JobVisibility).
   const JobVisibility visibility = roles_.Visibility(r.uid);
@@ -511,10 +529,23 @@ nlohmann::json Controller::OnStatus(const Request& r) {
                                                          {"trials", job.fuse.value("trials", Json::array())},
                                                          {"done", job.fuse.value("done", Json::object()).size()}}
                                                   : Json()},
+                    {"gpu_types", job.Spec().GpuTypes()},
+                    {"speed_per_gpu", SpeedsJson(job, config_)},
                     {"extensions", exts}});
   }
-  Json reply{{"jobs", jobs}, {"paused", paused_all_}, {"policy", config_.policy}, {"epoch", epochs_},
-             {"epoch_s", config_.epoch_s}};
+  // Moves in flight (moves.cpp), also of jobs Slurm holds requeued (not in `jobs` meanwhile).
+  Json moves = Json::array();
+  for (const auto& m : MovesJson()) {
+    const uint32_t id = m["job_id"];
+    auto it = registry_.jobs.find(id);
+    const uint32_t owner = it != registry_.jobs.end() ? it->second.uid : m.value("uid", 0u);
+    if (!visibility.all && owner != r.uid) continue;
+    Json shown = m;
+    shown.erase("uid");
+    moves.push_back(shown);
+  }
+  Json reply{{"jobs", jobs}, {"moves", moves}, {"paused", paused_all_}, {"policy", config_.policy},
+             {"epoch", epochs_}, {"epoch_s", config_.epoch_s}};
   if (!visibility.all) reply["only_own_jobs"] = visibility.why;
   return reply;
 }

@@ -94,6 +94,7 @@ void Controller::SyncWithSlurm(const std::map<uint32_t, const JobInfo*>& by_id, 
       }
       continue;
     }
+    if (EndForMove(registry_.jobs.at(id))) continue;  // requeued by elasticd to move it to another GPU type
     EndJob(registry_.jobs.at(id), "is no longer running in Slurm");
   }
   RestartLostWorlds(by_id);

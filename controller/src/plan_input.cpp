@@ -7,6 +7,7 @@
 #include "elastic/common/extension_link.h"
 #include "elastic/optimizer/goodput.h"
 #include "job_model.h"
+#include "type_moves.h"
 
 namespace elastic::controller {
 namespace {
@@ -75,11 +76,45 @@ optimizer::Job WaitingJob(const JobInfo& j, const std::map<std::string, int>& ca
   return oj;
 }
 
+// Options on the other GPU types the job accepts (--elastic-gpu-types), at its base size: a move
+// restarts it there. Their utility is that of the base size here times the job's speed there over
+// its speed here (SpeedPerGpu: measured, else the site's relative speeds). Only a job whose GPU
+// request is untyped can be moved (moves.cpp), only once it has reported a step, not while it
+// backs off after a failed extension or move, and only to a type where the move pays back
+// (CheckMove, recorded in `checks`): the plan never counts on a move elasticd would not make.
+void AddOtherTypes(const ElasticJob& job, const JobInfo* info, const std::map<std::string, int>& capacity,
+                   const ControllerConfig& config, double now, double move_cost_s, optimizer::Job& oj,
+                   nlohmann::json& checks) {
+  if (!config.type_moves || info == nullptr || !info->request_type.empty() || job.metrics_received == 0) return;
+  if (now < job.grow_backoff_until) return;  // after a failed extension or move: not yet
+  const auto here = SpeedPerGpu(job, job.gpu_type, config);
+  if (!here || *here <= 0) return;
+  double u_base = 0;
+  int64_t batch = job.batch;
+  for (const auto& o : oj.options) {
+    if (o.gpus == job.base_gpus && o.gpu_type == job.gpu_type) {
+      u_base = o.utility;
+      if (o.batch > 0) batch = o.batch;
+    }
+  }
+  if (u_base <= 0) return;
+  for (const auto& type : OtherTypes(job)) {
+    auto cap = capacity.find(type);
+    const auto there = SpeedPerGpu(job, type, config);
+    if (cap == capacity.end() || cap->second < job.base_gpus || !there) continue;
+    const auto check = CheckMove(job, type, move_cost_s, config.move_payback, config, now);
+    checks[type] = check ? check->ToJson() : nlohmann::json("time left or speed not known yet");
+    if (!check || !check->worth) continue;
+    oj.options.push_back({type, job.base_gpus, batch, u_base * *there / *here});
+    oj.allowed_types.push_back(type);
+  }
+}
+
 }  // namespace
 
 PlanInput BuildPlanInput(const Registry& registry, const std::vector<NodeInfo>& nodes,
                          const std::vector<JobInfo>& sjobs, const ControllerConfig& config, bool paused_all,
-                         double now) {
+                         double now, double move_cost_s) {
   PlanInput in;
   auto& capacity = in.capacity;
   auto& gpus_per_node = in.gpus_per_node;
@@ -93,6 +128,8 @@ PlanInput BuildPlanInput(const Registry& registry, const std::vector<NodeInfo>& 
   }
   std::set<uint32_t> extension_jobs;
   for (const auto& [id, e] : registry.extensions) extension_jobs.insert(e.slurm_job);
+  std::map<uint32_t, const JobInfo*> info_by_id;
+  for (const auto& j : sjobs) info_by_id[j.id] = &j;
   optimizer::Snapshot& snap = in.snap;
   std::map<std::string, int> account_ext;  // extension GPUs per account
   for (const auto& [id, e] : registry.extensions) account_ext[e.account] += e.gpus;
@@ -150,6 +187,13 @@ PlanInput BuildPlanInput(const Registry& registry, const std::vector<NodeInfo>& 
       if (o.batch > 0) in.batch_at[id][o.gpus] = o.batch;
     }
     oj.allowed_types = {job.gpu_type};
+    if (!frozen) {
+      auto info = info_by_id.find(id);
+      nlohmann::json checks = nlohmann::json::object();
+      AddOtherTypes(job, info == info_by_id.end() ? nullptr : info->second, capacity, config, now, move_cost_s, oj,
+                    checks);
+      if (!checks.empty()) in.move_checks[id] = checks;
+    }
     snap.jobs.push_back(std::move(oj));
     in.elastic_order.push_back(id);
   }

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "config.h"
 #include "elastic/optimizer/model.h"
 #include "registry.h"
@@ -28,6 +30,9 @@ struct PlanInput {
   std::set<uint32_t> no_step;                 // jobs not grown because their program reported no step yet
   std::map<uint32_t, std::map<int, int64_t>> batch_at;  // each elastic job's batch per GPU count (its options)
   std::set<std::string> waiting_types;        // GPU types a pending job waits for ("" included: any type)
+  // Jobs that accept other GPU types: per type, whether a move there would pay back (MoveCheck
+  // JSON); only types where it would are options of the plan.
+  std::map<uint32_t, nlohmann::json> move_checks;
 
   int GpusPerNode(const std::string& type) const {
     auto it = gpus_per_node.find(type);
@@ -35,10 +40,11 @@ struct PlanInput {
   }
 };
 
-// `paused_all`: elasticctl pause_all is in force. `now` in Unix seconds. Caches each job's option
+// `paused_all`: elasticctl pause_all is in force. `now` in Unix seconds. `move_cost_s`: what a move
+// to another GPU type costs (Controller::MoveCostS). Caches each job's option
 // table in the job (ElasticJob::options_cache). `nodes` must outlive the result (node_by_name).
 PlanInput BuildPlanInput(const Registry& registry, const std::vector<NodeInfo>& nodes,
                          const std::vector<JobInfo>& sjobs, const ControllerConfig& config, bool paused_all,
-                         double now);
+                         double now, double move_cost_s);
 
 }  // namespace elastic::controller

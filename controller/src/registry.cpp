@@ -91,6 +91,15 @@ nlohmann::json ElasticJob::ToJson() const {
                    {"batch_command_at", batch_command_at},
                    {"samples", samples_json}};
   if (!fuse.is_null()) j["fuse"] = fuse;
+  if (!type_speed.empty()) j["type_speed"] = type_speed;
+  if (!move.is_null()) j["move"] = move;
+  if (!samples_by_type.empty()) {
+    nlohmann::json by_type = nlohmann::json::object();
+    for (const auto& [type, list] : samples_by_type) {
+      for (const auto& s : list) by_type[type].push_back({s.nodes, s.gpus, s.local_batch, s.step_time});
+    }
+    j["samples_by_type"] = by_type;
+  }
   if (efficiency) {
     j["efficiency"] = {efficiency->init_batch, efficiency->grad_sqr, efficiency->grad_var};
   }
@@ -136,6 +145,20 @@ ElasticJob ElasticJob::FromJson(const nlohmann::json& j) {
   job.fuse = j.value("fuse", nlohmann::json());
   for (const auto& s : j.value("samples", nlohmann::json::array())) {
     job.samples.push_back({s.at(0).get<int>(), s.at(1).get<int>(), s.at(2).get<double>(), s.at(3).get<double>()});
+  }
+  if (auto it = j.find("move"); it != j.end() && it->is_object()) job.move = *it;
+  if (auto it = j.find("type_speed"); it != j.end() && it->is_object()) {
+    for (auto v = it->begin(); v != it->end(); ++v) {
+      if (v->is_number()) job.type_speed[v.key()] = v->get<double>();
+    }
+  }
+  if (auto it = j.find("samples_by_type"); it != j.end() && it->is_object()) {
+    for (auto list = it->begin(); list != it->end(); ++list) {
+      for (const auto& s : *list) {
+        job.samples_by_type[list.key()].push_back(
+            {s.at(0).get<int>(), s.at(1).get<int>(), s.at(2).get<double>(), s.at(3).get<double>()});
+      }
+    }
   }
   if (j.contains("efficiency")) {
     const auto& e = j["efficiency"];

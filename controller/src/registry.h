@@ -35,7 +35,7 @@ struct ElasticJob {
   std::string gpu_type;
   int base_gpus = 0;
   nlohmann::json spec = nlohmann::json::object();  // gpus_min, gpus_max, gpu_step, batch_*, lr_scaling, model
-  std::string state = "running";                   // running | ended
+  std::string state = "running";                   // running | ended | moving (requeued by elasticd for a move)
   std::string init_token;
   nlohmann::json launcher;  // argv, cwd, env, rendezvous_uri, topology (null until the launcher reported)
   bool paused = false;
@@ -57,7 +57,14 @@ struct ElasticJob {
   std::map<int, int64_t> grow_batch;
   int64_t batch_command = 0;  // a set_batch command not yet acknowledged (0: none), queued at batch_command_at
   double batch_command_at = 0;
-  std::vector<optimizer::StepSample> samples;  // recent step-time observations
+  std::vector<optimizer::StepSample> samples;  // recent step-time observations, on gpu_type
+  // Across GPU types (type_moves.h): the speed per GPU at the base size measured on each type it
+  // ran on (samples/s per GPU), and the samples of the types it left (its fit is per type).
+  std::map<std::string, double> type_speed;
+  std::map<std::string, std::vector<optimizer::StepSample>> samples_by_type;
+  // A move to another GPU type past its checkpoint (moves.cpp): {from, to, phase, started_at,
+  // check}; null when none. Stored so that a restarted elasticd finishes the move.
+  nlohmann::json move;
   std::optional<optimizer::EfficiencyParams> efficiency;
   MetricsTrust trust;  // what the plausibility check of its metrics keeps (metrics_check.h)
   // The leader of a fused sweep (fused_sweep.h): {"array_job", "task", "trials": [task indexes],

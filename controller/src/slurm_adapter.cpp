@@ -76,6 +76,8 @@ JobInfo FromRecord(const slurm_job_info_t& j) {
                           : RunningJobGpus(Str(j.tres_alloc_str), Str(j.gres_total), Str(j.tres_per_node), j.num_nodes);
   job.gpu_type = type;
   job.gpus = gpus;
+  job.request_type =
+      slurm_text::RequestedGpuType({Str(j.tres_per_node), Str(j.tres_per_job), Str(j.tres_per_socket), Str(j.tres_per_task)});
   if (j.time_limit != INFINITE && j.time_limit != NO_VAL) job.time_limit_s = static_cast<int64_t>(j.time_limit) * 60;
   job.end_time = static_cast<int64_t>(j.end_time);
   job.start_time = static_cast<int64_t>(j.start_time);
@@ -296,6 +298,26 @@ Status SlurmAdapter::Requeue(uint32_t job_id) {
     return Status(transient ? ErrorKind::kUnavailable : ErrorKind::kPermission,
                   "cannot requeue job " + std::to_string(job_id) + ": " + slurm_strerror(err));
   }
+  return Status::Ok();
+}
+
+Status SlurmAdapter::RequeueHold(uint32_t job_id) {
+  Timed t("slurm_requeue(hold)");
+  if (slurm_api::RequeueJob(job_id, JOB_REQUEUE_HOLD) != SLURM_SUCCESS) {
+    return SlurmError("cannot requeue job " + std::to_string(job_id));
+  }
+  return Status::Ok();
+}
+
+Status SlurmAdapter::ReleaseExcluding(uint32_t job_id, const std::string& exclude) {
+  Timed t("slurm_update_job(exc_nodes, begin_time, release)");
+  job_desc_msg_t u;
+  slurm_init_job_desc_msg(&u);
+  slurm_api::SetJobId(u, job_id);
+  u.exc_nodes = const_cast<char*>(exclude.c_str());
+  u.begin_time = time(nullptr);
+  u.priority = INFINITE;
+  if (slurm_update_job(&u) != SLURM_SUCCESS) return SlurmError("cannot send job " + std::to_string(job_id) + " to other nodes");
   return Status::Ok();
 }
 

@@ -69,6 +69,7 @@ struct JobInfo {
   bool waits_for_resources = false;  // pending only for lack of resources (or priority)
   int gpus = 0;            // allocated (running) or requested (pending)
   std::string gpu_type;    // the single type, "" when untyped or mixed
+  std::string request_type;  // the type its GPU request names ("" when untyped: --gres=gpu:N)
   int64_t time_limit_s = 0;  // 0: none
   int64_t end_time = 0;    // expected end (running jobs), seconds since the epoch
   int64_t start_time = 0;
@@ -136,6 +137,13 @@ class SlurmAdapter {
   // start on the same node fails with "Job credential revoked". kUnavailable while the job is
   // still completing: try again later.
   Status Requeue(uint32_t job_id);
+  // Requeues a running batch job held (`scontrol requeuehold`): Slurm ends it (SIGTERM, then
+  // SIGKILL after KillWait) and keeps it pending until released.
+  Status RequeueHold(uint32_t job_id);
+  // Sends a pending, held job to other nodes and releases it, in one update: its excluded nodes
+  // become `exclude` (comma-separated), its begin time now (the cred_expire delay of a requeued
+  // job guards the nodes it ran on, which `exclude` names), its priority Slurm's again.
+  Status ReleaseExcluding(uint32_t job_id, const std::string& exclude);
 
   // The uid of SlurmUser, as slurmctld reports it (slurm_load_ctl_conf). kUnavailable when
   // slurmctld cannot be reached.

@@ -38,7 +38,8 @@ nlohmann::json SnapshotToJson(const std::vector<NodeInfo>& nodes, const std::vec
                  {"account", x.account}, {"partition", x.partition}, {"qos", x.qos}, {"name", x.name},
                  {"admin_comment", x.admin_comment}, {"nodes", x.nodes}, {"state", StateName(x.state)},
                  {"held", x.held}, {"waits_for_resources", x.waits_for_resources}, {"gpus", x.gpus},
-                 {"gpu_type", x.gpu_type}, {"time_limit_s", x.time_limit_s}, {"end_time", x.end_time},
+                 {"gpu_type", x.gpu_type}, {"request_type", x.request_type}, {"time_limit_s", x.time_limit_s},
+                 {"end_time", x.end_time},
                  {"start_time", x.start_time}});
   }
   return {{"version", 1}, {"nodes", n}, {"jobs", j}, {"registry", registry}};
@@ -83,6 +84,7 @@ Result<RecordedSnapshot> SnapshotFromJson(const nlohmann::json& j) {
       o.waits_for_resources = x.value("waits_for_resources", false);
       o.gpus = x.value("gpus", 0);
       o.gpu_type = x.value("gpu_type", "");
+      o.request_type = x.value("request_type", "");
       o.time_limit_s = x.value("time_limit_s", int64_t{0});
       o.end_time = x.value("end_time", int64_t{0});
       o.start_time = x.value("start_time", int64_t{0});

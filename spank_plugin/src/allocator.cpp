@@ -7,6 +7,12 @@
 #include <cstring>
 #include <optional>
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "elastic/common/gres.h"
+#include "elastic/slurm_api/slurm_api.h"
 #include "plugin_state.h"
 
 namespace elastic::spank {
@@ -29,6 +35,29 @@ std::optional<bool> SbatchGaveArray() {
   return indexes[0] != '\0';
 }
 
+// The cluster's GPU types for --elastic-gpu-types: the site's list (gpu_types= in
+// plugstack.conf), else the types of the nodes' GRES as slurmctld reports them. Empty when
+// neither is known (slurmctld does not answer): the names are then checked when the job starts.
+std::vector<std::string> KnownGpuTypes(const SiteConfig& site) {
+  if (!site.gpu_types.empty()) return site.gpu_types;
+  std::vector<std::string> types;
+  node_info_msg_t* msg = nullptr;
+  if (slurm_load_node(0, &msg, SHOW_ALL) != SLURM_SUCCESS || msg == nullptr) {
+    slurm_verbose("elastic: cannot read the node table to check --elastic-gpu-types: %s",
+                  slurm_strerror(slurm_api::SlurmErrno()));
+    return types;
+  }
+  for (uint32_t i = 0; i < msg->record_count; ++i) {
+    const char* gres = msg->node_array[i].gres;
+    for (const auto& [type, n] : slurm_text::ParseGpuGresByType(gres ? gres : "")) {
+      if (!type.empty() && n > 0 && std::find(types.begin(), types.end(), type) == types.end()) types.push_back(type);
+    }
+  }
+  slurm_free_node_info_msg(msg);
+  std::sort(types.begin(), types.end());
+  return types;
+}
+
 }  // namespace
 
 int AllocatorPostOpt(spank_t sp) {
@@ -46,7 +75,9 @@ int AllocatorPostOpt(spank_t sp) {
                 program_invocation_short_name);
     return -1;
   }
-  Status s = Validate(spec, st.site);
+  const std::vector<std::string> known =
+      spec.gpu_types && !spec.no_elastic ? KnownGpuTypes(st.site) : std::vector<std::string>{};
+  Status s = Validate(spec, st.site, known);
   if (!s.ok()) {
     slurm_error("elastic: %s", s.message().c_str());
     return -1;

@@ -32,6 +32,7 @@ struct JobRecord {
   std::string admin_comment;
   int gpus = 0;              // GPUs allocated to the job (slurm_text::RunningJobGpus)
   std::string gpu_type;      // their single type ("" when untyped or mixed)
+  std::string request_type;  // the type the job's GPU request names ("" when untyped)
   int64_t time_limit_s = 0;  // 0: none
   uint32_t array_job_id = 0;   // an array task's array id (the first task's job id); 0: not an array task
   uint32_t array_task_id = 0;  // its index in the array
@@ -59,6 +60,8 @@ Result<JobRecord> LoadJob(uint32_t job_id) {
   auto s = [](const char* text) { return std::string(text ? text : ""); };
   std::tie(job.gpu_type, job.gpus) =
       slurm_text::RunningJobGpus(s(j.tres_alloc_str), s(j.gres_total), s(j.tres_per_node), j.num_nodes);
+  job.request_type =
+      slurm_text::RequestedGpuType({s(j.tres_per_node), s(j.tres_per_job), s(j.tres_per_socket), s(j.tres_per_task)});
   if (j.time_limit != INFINITE && j.time_limit != NO_VAL) job.time_limit_s = static_cast<int64_t>(j.time_limit) * 60;
   if (j.array_task_id != NO_VAL && j.array_job_id != 0) {
     job.array_job_id = j.array_job_id;
@@ -129,6 +132,12 @@ void ParentJob(spank_t sp, PluginState& st, uint32_t job_id, uint32_t uid) {
   }
   Status s = CheckBaseGpus(spec, job.value().gpus);
   if (s.ok()) s = CheckFusedArray(spec, job.value().array_job_id != 0);
+  // sbatch cannot see the job's --gres request; its type is checked here, before the program runs:
+  // the type it names, or for an untyped request (--gres=gpu:N) the type Slurm gave it.
+  if (s.ok()) {
+    const JobRecord& r = job.value();
+    s = CheckOwnGpuType(spec, r.request_type.empty() ? r.gpu_type : r.request_type);
+  }
   if (!s.ok()) {
     st.task_error = s.message();
     return;

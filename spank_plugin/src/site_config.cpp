@@ -44,6 +44,10 @@ std::vector<config::KeySpec> Table(SiteConfig& c) {
                 return from(config::ParseInt(v, 1, 60, "register_timeout"),
                             [&](int64_t n) { c.register_timeout_ms = n * 1000; });
               }},
+      KeySpec{"gpu_types", "comma-separated GPU types --elastic-gpu-types may name (default: the types of the nodes' GRES)",
+              [&](std::string_view v) {
+                return from(config::ParseList(v, "gpu_types"), [&](std::vector<std::string> t) { c.gpu_types = t; });
+              }},
       KeySpec{"munge_socket", "path of munged's socket (default: munge's own)",
               [&](std::string_view v) -> Status {
                 if (v.front() != '/') {

@@ -23,6 +23,8 @@ struct SiteConfig {
   std::string default_lr_scaling = "none";          // default_lr_scaling=none|linear|sqrt|adascale
   int64_t register_timeout_ms = 5000;               // register_timeout=SECONDS (1-60)
   std::string munge_socket;                         // munge_socket=PATH (default: munge's own)
+  std::vector<std::string> gpu_types;               // gpu_types=a100,v100: the cluster's GPU types
+                                                    // (default: those of slurmctld's node table)
 };
 
 // The keys, with one line of help each (for messages and the man page).

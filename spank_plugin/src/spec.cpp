@@ -4,6 +4,7 @@
 #include <charconv>
 
 #include "elastic/common/config.h"
+#include "elastic/common/gpu_types.h"
 
 namespace elastic::spank {
 namespace {
@@ -89,6 +90,9 @@ const std::vector<OptionInfo>& Options() {
       {OptionId::kFuse, "elastic-fuse", "MAX_PER_GPU",
        "[elastic] Array jobs: train the array's tasks (trials) fused as one elastic job, up to MAX_PER_GPU "
        "trials per GPU; the controller picks the GPU count and trials per GPU."},
+      {OptionId::kGpuTypes, "elastic-gpu-types", "TYPE,...",
+       "[elastic] GPU types the job may run on, e.g. a100,v100 (must include the type of its --gres request); "
+       "elasticd may move it to another of them through a checkpoint and requeue."},
       {OptionId::kNoElastic, "no-elastic", nullptr,
        "[elastic] Run rigid even if elastic options are given (e.g. to override #SBATCH lines)."},
       {OptionId::kExtension, "elastic-extension", "PARENT:GROUP",
@@ -105,7 +109,7 @@ const OptionInfo& Info(OptionId id) {
 }
 
 bool ElasticSpec::AnyElasticOption() const {
-  return gpus || gpu_step || batch || local_batch || lr_scaling || model || fuse;
+  return gpus || gpu_step || batch || local_batch || lr_scaling || model || fuse || gpu_types;
 }
 
 Status SetOption(ElasticSpec& spec, OptionId id, const char* value) {
@@ -156,6 +160,11 @@ Status SetOption(ElasticSpec& spec, OptionId id, const char* value) {
       if (!n.ok()) return n.status();
       return Store(spec.fuse, n.value(), id, [](int64_t x) { return std::to_string(x); });
     }
+    case OptionId::kGpuTypes: {
+      auto types = contract::ParseGpuTypes(v, {}, Flag(id));
+      if (!types.ok()) return types.status();
+      return Store(spec.gpu_types, types.value(), id, contract::JoinGpuTypes);
+    }
     case OptionId::kNoElastic:
       // A flag. sbatch hands its options on to the job's sruns through the environment, where
       // Slurm writes a flag's absent value as the text "(null)"; srun gives that back to us.
@@ -177,14 +186,15 @@ Status SetOption(ElasticSpec& spec, OptionId id, const char* value) {
   return Status(ErrorKind::kInternal, "unhandled option");
 }
 
-Status Validate(ElasticSpec& spec, const SiteConfig& site) {
+Status Validate(ElasticSpec& spec, const SiteConfig& site, const std::vector<std::string>& known_gpu_types) {
   if (spec.no_elastic) return Status::Ok();  // everything else is ignored: the job is rigid
   if (!spec.gpus) {
     for (OptionId id : {OptionId::kGpuStep, OptionId::kBatch, OptionId::kLocalBatch, OptionId::kLrScaling,
-                        OptionId::kModel, OptionId::kFuse}) {
+                        OptionId::kModel, OptionId::kFuse, OptionId::kGpuTypes}) {
       bool given = (id == OptionId::kGpuStep && spec.gpu_step) || (id == OptionId::kBatch && spec.batch) ||
                    (id == OptionId::kLocalBatch && spec.local_batch) || (id == OptionId::kLrScaling && spec.lr_scaling) ||
-                   (id == OptionId::kModel && spec.model) || (id == OptionId::kFuse && spec.fuse);
+                   (id == OptionId::kModel && spec.model) || (id == OptionId::kFuse && spec.fuse) ||
+                   (id == OptionId::kGpuTypes && spec.gpu_types);
       if (given) return Bad(Flag(id) + " needs --elastic-gpus=MIN:MAX, which makes the job elastic");
     }
     return Status::Ok();
@@ -228,9 +238,19 @@ Status Validate(ElasticSpec& spec, const SiteConfig& site) {
                  std::to_string(spec.batch->max));
     }
   }
+  if (spec.gpu_types) {
+    // The syntax was checked when the option was set; now the names against the cluster's types.
+    auto types = contract::ParseGpuTypes(contract::JoinGpuTypes(*spec.gpu_types), known_gpu_types, Flag(OptionId::kGpuTypes));
+    if (!types.ok()) return types.status();
+  }
   if (!spec.lr_scaling) spec.lr_scaling = site.default_lr_scaling;
   if (!spec.gpu_step) spec.gpu_step = 1;
   return Status::Ok();
+}
+
+Status CheckOwnGpuType(const ElasticSpec& spec, const std::string& job_type) {
+  if (!spec.Elastic() || !spec.gpu_types) return Status::Ok();
+  return contract::CheckOwnGpuType(*spec.gpu_types, job_type, Flag(OptionId::kGpuTypes));
 }
 
 Status CheckBaseGpus(const ElasticSpec& spec, int64_t allocated_gpus) {
@@ -259,6 +279,7 @@ contract::JobSpec ToJobSpec(const ElasticSpec& spec) {
   out.lr_scaling = spec.lr_scaling.value_or("none");
   out.model = spec.model;
   out.fuse_max_per_gpu = spec.fuse;
+  if (spec.gpu_types) out.gpu_types = contract::JoinGpuTypes(*spec.gpu_types);
   return out;
 }
 
@@ -275,6 +296,7 @@ std::string Describe(const ElasticSpec& spec) {
   if (spec.lr_scaling) add("lr=" + *spec.lr_scaling);
   if (spec.model) add("model=" + *spec.model);
   if (spec.fuse) add("fuse=" + std::to_string(*spec.fuse));
+  if (spec.gpu_types) add("gpu_types=" + contract::JoinGpuTypes(*spec.gpu_types));
   if (spec.extension) add("extension_of=" + std::to_string(spec.extension->parent) + ":" + std::to_string(spec.extension->group));
   return s.empty() ? "rigid" : s;
 }

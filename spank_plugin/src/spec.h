@@ -25,6 +25,7 @@ enum class OptionId : int {
   kLrScaling,      // --elastic-lr-scaling=none|linear|sqrt|adascale
   kModel,          // --elastic-model=NAME
   kFuse,           // --elastic-fuse=MAX_PER_GPU (array jobs: the tasks train fused)
+  kGpuTypes,       // --elastic-gpu-types=TYPE,TYPE
   kNoElastic,      // --no-elastic
   kExtension,      // --elastic-extension=PARENT:GROUP (set by elasticd on extension jobs)
 };
@@ -65,6 +66,7 @@ struct ElasticSpec {
   std::optional<std::string> lr_scaling;
   std::optional<std::string> model;
   std::optional<int64_t> fuse;  // --elastic-fuse: the most trials per GPU
+  std::optional<std::vector<std::string>> gpu_types;  // syntax checked; known types in Validate
   bool no_elastic = false;
   std::optional<ExtensionRef> extension;
 
@@ -82,8 +84,10 @@ Status SetOption(ElasticSpec& spec, OptionId id, const char* value);
 
 // Checks across options and against the site's limits, after every option has been seen.
 // Fills defaults from the site (lr scaling, gpu step). Does not look at the job's own GPU
-// request (see CheckBaseGpus).
-Status Validate(ElasticSpec& spec, const SiteConfig& site);
+// request (see CheckBaseGpus, CheckOwnGpuType). `known_gpu_types`: the cluster's GPU types
+// (site.gpu_types, else what slurmctld reports); --elastic-gpu-types may name only these (empty:
+// not checked).
+Status Validate(ElasticSpec& spec, const SiteConfig& site, const std::vector<std::string>& known_gpu_types = {});
 
 // The job's own GPU allocation must equal --elastic-gpus MIN (MIN is the base request).
 Status CheckBaseGpus(const ElasticSpec& spec, int64_t allocated_gpus);
@@ -91,6 +95,9 @@ Status CheckBaseGpus(const ElasticSpec& spec, int64_t allocated_gpus);
 // --elastic-fuse is for job arrays only: `array_job` says whether the job is one (at submission:
 // sbatch was given --array; in the batch step: the job is an array task).
 Status CheckFusedArray(const ElasticSpec& spec, bool array_job);
+// The job's own GPUs (of type `job_type`, "" when untyped or mixed) must be of a type that
+// --elastic-gpu-types lists (no list: always fine).
+Status CheckOwnGpuType(const ElasticSpec& spec, const std::string& job_type);
 
 // The spec as it travels to elasticd and to the job (common/include/elastic/common/job_spec.h),
 // with the defaults the plugin has always sent: gpu step 1, lr scaling "none".

@@ -15,10 +15,12 @@ TRAINER = os.path.join(CLUSTER_DIR, "bin", "elastic-train-logreg")
 
 def trainer_script(gpus, max_gpus, gpu_type="a100", samples=4000, epochs=40, batch=64, compute_us=400,
                    sbatch_lines="", env="", trainer_args=""):
-    """An elastic job: the example trainer, one rank per GPU, emulating GPU time per sample."""
+    """An elastic job: the example trainer, one rank per GPU, emulating GPU time per sample.
+    gpu_type None: an untyped GPU request (--gres=gpu:N)."""
+    gres = f"gpu:{gpu_type}:{gpus}" if gpu_type else f"gpu:{gpus}"
     return f"""#!/bin/bash
 #SBATCH --elastic-gpus={gpus}:{max_gpus}
-#SBATCH --gres=gpu:{gpu_type}:{gpus}
+#SBATCH --gres={gres}
 #SBATCH -o job-%j.out
 {sbatch_lines}
 export OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo {env}

@@ -46,7 +46,7 @@ TEST(SiteConfigTest, BadArgumentsAreRefusedWithTheirMessage) {
       {{}, "plugstack.conf: controller=HOST:PORT is required (or enabled=0)"},
       {{"controller=ctl:6820", "colour=blue"},
        "plugstack.conf: unknown key 'colour' (known keys: enabled, controller, max_gpus, max_batch, partitions, "
-       "default_lr_scaling, register_timeout, munge_socket)"},
+       "default_lr_scaling, register_timeout, gpu_types, munge_socket)"},
       {{"controller=ctl:6820", "max_gpus"}, "plugstack.conf: argument 'max_gpus' is not key=value"},
       {{"controller=ctl:6820", "max_gpus="}, "plugstack.conf: max_gpus: empty value"},
       {{"controller=ctl:6820", "max_gpus=0"}, "plugstack.conf: max_gpus: '0' is too small (at least 1)"},
@@ -63,6 +63,7 @@ TEST(SiteConfigTest, BadArgumentsAreRefusedWithTheirMessage) {
       {{"controller=ctl:1", "partitions=gpu,,cpu"}, "plugstack.conf: partitions: 'gpu,,cpu' has an empty item"},
       {{"controller=ctl:1", "partitions=gpu,gpu"}, "plugstack.conf: partitions: 'gpu' is listed twice"},
       {{"controller=ctl:1", "register_timeout=61"}, "plugstack.conf: register_timeout: '61' is too large (at most 60)"},
+      {{"controller=ctl:1", "gpu_types=a100,,v100"}, "plugstack.conf: gpu_types: 'a100,,v100' has an empty item"},
       {{"controller=ctl:1", "munge_socket=munge.sock"},
        "plugstack.conf: munge_socket: 'munge.sock' is not an absolute path"},
   };
@@ -76,7 +77,7 @@ TEST(SiteConfigTest, BadArgumentsAreRefusedWithTheirMessage) {
 
 TEST(SiteConfigTest, KeysAreDocumented) {
   auto keys = SiteConfigKeys();
-  EXPECT_EQ(keys.size(), 8u);
+  EXPECT_EQ(keys.size(), 9u);
   for (const auto& [key, help] : keys) EXPECT_FALSE(help.empty()) << key;
 }
 

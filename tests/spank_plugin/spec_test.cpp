@@ -82,6 +82,11 @@ const BadValue kBadValues[] = {
     {OptionId::kFuse, "4x", "--elastic-fuse '4x' is not a positive integer"},
     {OptionId::kFuse, "2:4", "--elastic-fuse '2:4' is not a positive integer"},
     {OptionId::kFuse, "65", "--elastic-fuse '65' is too large (at most 64)"},
+    // --elastic-gpu-types (the names against the cluster's types: ValidateTest)
+    {OptionId::kGpuTypes, nullptr, "--elastic-gpu-types needs a value: --elastic-gpu-types=TYPE,..."},
+    {OptionId::kGpuTypes, "a100,,v100",
+     "--elastic-gpu-types: 'a100,,v100' has an empty item; separate the types by single commas, e.g. a100,v100"},
+    {OptionId::kGpuTypes, "v100,v100", "--elastic-gpu-types: 'v100' is listed twice; give each type once"},
     // --no-elastic
     {OptionId::kNoElastic, "yes", "--no-elastic takes no value"},
     // --elastic-extension
@@ -273,6 +278,29 @@ TEST(CheckFusedArrayTest, TheSpecCarriesTheWidth) {
   EXPECT_EQ(ToJobSpec(spec).fuse_max_per_gpu, 8);
   EXPECT_EQ(SpecEnvironment(spec).at("ELASTIC_FUSE_MAX_PER_GPU"), "8");
   EXPECT_TRUE(spec.AnyElasticOption());
+}
+
+TEST(GpuTypesTest, NamesAreCheckedAgainstTheClusterAndTheJobsOwnType) {
+  ElasticSpec spec;
+  ASSERT_TRUE(SetOption(spec, OptionId::kGpus, "2:4").ok());
+  ASSERT_TRUE(SetOption(spec, OptionId::kGpuTypes, "a100,v100").ok());
+  EXPECT_EQ(*spec.gpu_types, (std::vector<std::string>{"a100", "v100"}));
+  EXPECT_TRUE(Validate(spec, Site(), {"a100", "v100", "t4"}).ok());
+  EXPECT_EQ(Describe(spec), "gpus=2:4 step=1 lr=sqrt gpu_types=a100,v100");
+  EXPECT_EQ(ToJobSpec(spec).ToJson()["gpu_types"], "a100,v100");
+  EXPECT_EQ(SpecEnvironment(spec).at("ELASTIC_GPU_TYPES"), "a100,v100");
+  Status unknown = Validate(spec, Site(), {"a100", "t4"});
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.message(), "--elastic-gpu-types: this cluster has no GPU type 'v100'; its types are a100,t4");
+  EXPECT_TRUE(CheckOwnGpuType(spec, "v100").ok());
+  EXPECT_EQ(CheckOwnGpuType(spec, "t4").message(),
+            "--elastic-gpu-types=a100,v100 does not contain 't4', the type of the job's own GPU request "
+            "(--gres=gpu:t4:N): add it to the list or request GPUs of a listed type");
+  // The list needs an elastic job.
+  ElasticSpec alone;
+  ASSERT_TRUE(SetOption(alone, OptionId::kGpuTypes, "a100").ok());
+  EXPECT_EQ(Validate(alone, Site()).message(), "--elastic-gpu-types needs --elastic-gpus=MIN:MAX, which makes the job elastic");
+  EXPECT_TRUE(CheckOwnGpuType(alone, "v100").ok());  // not elastic: nothing to check
 }
 
 TEST(OptionsTest, EveryHelpTextIsPrefixed) {

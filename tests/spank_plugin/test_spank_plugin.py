@@ -282,7 +282,7 @@ class SpankPluginTest(ClusterTestCase):
         cases = [
             (f"required {plugin} controller={CONTROLLER} colour=blue",
              "elastic: plugstack.conf: unknown key 'colour' (known keys: enabled, controller, max_gpus, max_batch, "
-             "partitions, default_lr_scaling, register_timeout, munge_socket); the plugin is not loaded"),
+             "partitions, default_lr_scaling, register_timeout, gpu_types, munge_socket); the plugin is not loaded"),
             (f"required {plugin} controller={CONTROLLER} max_gpus=-3",
              "elastic: plugstack.conf: max_gpus: '-3' is not a non-negative integer; the plugin is not loaded"),
             (f"required {plugin}", "elastic: plugstack.conf: controller=HOST:PORT is required (or enabled=0)"),

@@ -37,6 +37,16 @@ TEST(Gres, Tres) {
   EXPECT_EQ(ParseGpuTres(""), Gpus("", 0));
 }
 
+TEST(Gres, TheTypeARequestNames) {
+  EXPECT_EQ(RequestedGpuType({"gres:gpu:v100:2", "", "", ""}), "v100");
+  EXPECT_EQ(RequestedGpuType({"gres:gpu:2", "", "", ""}), "");  // --gres=gpu:2: untyped
+  EXPECT_EQ(RequestedGpuType({"", "gres:gpu:a100:4", "", ""}), "a100");  // --gpus=a100:4
+  EXPECT_EQ(RequestedGpuType({"", "", "", "gres/gpu:v100=1"}), "v100");  // --gpus-per-task
+  EXPECT_EQ(RequestedGpuType({"gres:gpu:1;gres:shard:2", "", "", ""}), "");
+  EXPECT_EQ(RequestedGpuType({"gres:gpu:a100:1", "gres:gpu:v100:2", "", ""}), "mixed");
+  EXPECT_EQ(RequestedGpuType({}), "");
+}
+
 TEST(Gres, RunningJobFallsBackToGresThenRequest) {
   // The normal case: allocated TRES.
   EXPECT_EQ(RunningJobGpus("cpu=1,gres/gpu=2,gres/gpu:a100=2", "gpu:a100:2(IDX:0-1)", "gres:gpu:a100:2", 1),

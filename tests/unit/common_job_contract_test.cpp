@@ -212,7 +212,7 @@ TEST(EnvVars, ScrubAndPerLaunchListsAreTheDocumentedOnes) {
                           "ELASTIC_CONTROLLER", "ELASTIC_GPUS_MIN", "ELASTIC_GPUS_MAX", "ELASTIC_GPU_STEP",
                           "ELASTIC_BATCH_MIN", "ELASTIC_BATCH_MAX", "ELASTIC_LOCAL_BATCH_MIN",
                           "ELASTIC_LOCAL_BATCH_MAX", "ELASTIC_LR_SCALING", "ELASTIC_MODEL",
-                          "ELASTIC_FUSE_MAX_PER_GPU", "ELASTIC_FUSE_TRIALS", "ELASTIC_FUSE_LEADER",
+                          "ELASTIC_FUSE_MAX_PER_GPU", "ELASTIC_FUSE_TRIALS", "ELASTIC_FUSE_LEADER", "ELASTIC_GPU_TYPES",
                           "ELASTIC_JOIN_TOKEN", "ELASTIC_PARENT_JOB_ID", "ELASTIC_GROUP_ID", "ELASTIC_RENDEZVOUS_URI",
                           "ELASTIC_MUNGE_SOCKET", "ELASTIC_STANDALONE", "ELASTIC_JOIN"}));
   // What elastic-launch never hands from a parent to an extension's launcher.

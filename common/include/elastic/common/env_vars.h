@@ -36,6 +36,7 @@ inline constexpr char kFuseMaxPerGpu[] = "ELASTIC_FUSE_MAX_PER_GPU";
 // Set by the plugin in a fused sweep's tasks (--elastic-fuse), from elasticd's register reply.
 inline constexpr char kFuseTrials[] = "ELASTIC_FUSE_TRIALS";
 inline constexpr char kFuseLeader[] = "ELASTIC_FUSE_LEADER";
+inline constexpr char kGpuTypes[] = "ELASTIC_GPU_TYPES";
 // Set by the plugin in an extension job only.
 inline constexpr char kParentJobId[] = "ELASTIC_PARENT_JOB_ID";
 inline constexpr char kGroupId[] = "ELASTIC_GROUP_ID";

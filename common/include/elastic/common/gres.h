@@ -19,6 +19,11 @@ std::vector<std::pair<std::string, int>> ParseGpuGresByType(const std::string& g
 // when untyped or mixed.
 std::pair<std::string, int> ParseGpuTres(const std::string& tres);
 
+// The GPU type a job's request names, from its tres_per_node, tres_per_job, tres_per_socket and
+// tres_per_task strings ("gres:gpu:v100:2", "gres/gpu:v100=1"; items split at ',' or ';'): "" when
+// none names a type (an untyped request: --gres=gpu:N, --gpus=N), "mixed" when they name several.
+std::string RequestedGpuType(const std::vector<std::string>& tres_per);
+
 // A running job's GPUs: its allocated TRES, else (right after a restart of slurmctld, before the
 // TRES string is rebuilt) its GRES in use, else its per-node request ("gres:gpu:a100:2") times
 // its nodes. The type is "" when untyped or mixed.

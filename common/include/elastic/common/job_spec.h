@@ -8,13 +8,15 @@
 // its own default (the accessors below hold the defaults the components share). A reader of the
 // stored JSON by key and fallback maps onto it one to one: the value of "batch_min" or else F is
 // JobSpec::FromJson(j).batch.min.value_or(F); "gpus_max" or else the base size is GpusMax(base);
-// max(1, "gpu_step" or else 1) is GpuStep(); "lr_scaling" or else "none" is LrScaling().
+// max(1, "gpu_step" or else 1) is GpuStep(); "lr_scaling" or else "none" is LrScaling();
+// "gpu_types" split at commas, or else none, is GpuTypes().
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -35,6 +37,7 @@ struct JobSpec {
   std::optional<std::string> lr_scaling;  // none, linear, sqrt or adascale
   std::optional<std::string> model;       // a throughput profile's name
   std::optional<int64_t> fuse_max_per_gpu;  // a fused sweep array: the most trials per GPU
+  std::optional<std::string> gpu_types;   // the GPU types the job accepts, "a100,v100" (gpu_types.h)
 
   // The largest GPU count; `base_gpus` (the job's own allocation) when the spec has none.
   int64_t GpusMax(int64_t base_gpus) const { return gpus.max.value_or(base_gpus); }
@@ -42,10 +45,13 @@ struct JobSpec {
   int64_t GpuStep() const { return gpu_step && *gpu_step > 1 ? *gpu_step : 1; }
   // The learning-rate rule; "none" when absent.
   std::string LrScaling() const { return lr_scaling.value_or("none"); }
+  // The accepted GPU types, in the order given; empty when absent (the job stays on its type).
+  // Read tolerantly: empty items are skipped.
+  std::vector<std::string> GpuTypes() const;
 
   // The JSON object of the `register` message: exactly the present fields, under the keys
   // gpus_min, gpus_max, gpu_step, batch_min, batch_max, local_batch_min, local_batch_max,
-  // fuse_max_per_gpu, lr_scaling, model.
+  // fuse_max_per_gpu, lr_scaling, model, gpu_types.
   nlohmann::json ToJson() const;
   // Reads those keys back. Tolerant as elasticd has always been: a key that is missing or not an
   // integer (lr_scaling, model: not a string) is absent; other keys are ignored; anything but an

@@ -114,7 +114,7 @@ CREATE TABLE IF NOT EXISTS trials (
 inline constexpr const char* kReportTables[] = {"jobs", "extensions", "rescales", "intervals"};
 
 // The reads of elastic-report, each with its columns in the order its reader takes them.
-// jobs: job_id, user, account, state (running | ended | restart), registered_at, ended_at, data
+// jobs: job_id, user, account, state (running | ended | restart | moving), registered_at, ended_at, data
 // (the ElasticJob record as JSON: partition, gpu_type, base_gpus, samples [nodes, gpus,
 // local_batch, step_time] are read).
 inline constexpr const char* kReadJobs =

@@ -1,0 +1,64 @@
+// The MPI stack adapter for Open MPI 5.x (mpi_stack.h): the job's PRRTE DVM is the rendezvous.
+// Open MPI 5 has no ompi-server, and two separately started mpiruns hang for ever in
+// connect/accept; processes launched by one DVM publish, look up, connect/accept and merge
+// (docs/interfaces.md section 6, "The rendezvous on Open MPI 5"). So the leader's launcher starts
+// `prte` in the foreground, its URI file is the job's rendezvous URI, and every group's ranks (the
+// base job's node groups and every joining group), and the accept's stand-in, are launched into it
+// with `mpirun --dvm file:URI`, which carries the launcher's environment to the ranks.
+#include "mpi_stack.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string_view>
+
+namespace elastic::mpi::stack {
+
+namespace {
+
+bool Set(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' && std::string_view(v) != "0";
+}
+
+// The DVM's placement: every group is one job of the DVM on this node, so the DVM's own slot count
+// (the node's cores) is not the job's; ranks yield and are not bound when the node is oversubscribed.
+void Placement(bool oversubscribe, std::vector<std::string>* cmd) {
+  cmd->insert(cmd->end(), {"--map-by", ":OVERSUBSCRIBE"});
+  if (oversubscribe) cmd->insert(cmd->end(), {"--bind-to", "none"});
+}
+
+}  // namespace
+
+const char* RendezvousKind() { return "prte-dvm"; }
+
+const char* DefaultServerProgram() { return "prte"; }
+
+std::vector<std::string> ServerCommand(const std::string& program, const std::string& uri_file,
+                                       const std::string& itf) {
+  std::vector<std::string> cmd = {program, "--report-uri", uri_file};
+  // The same consent to running as root that Open MPI's mpirun takes from its environment.
+  if (Set("OMPI_ALLOW_RUN_AS_ROOT") && Set("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM")) cmd.push_back("--allow-run-as-root");
+  if (!itf.empty()) cmd.insert(cmd.end(), {"--prtemca", "oob_tcp_if_include", itf});
+  return cmd;
+}
+
+std::vector<std::string> GroupCommand(const GroupLaunch& launch, std::vector<std::string>* /*env*/) {
+  std::vector<std::string> cmd = {launch.mpirun, "--dvm", "file:" + launch.uri_file, "-n",
+                                  std::to_string(launch.ranks)};
+  Placement(launch.oversubscribe, &cmd);
+  cmd.insert(cmd.end(), launch.rank_shim.begin(), launch.rank_shim.end());
+  cmd.insert(cmd.end(), launch.program.begin(), launch.program.end());
+  return cmd;
+}
+
+bool RanksOutsideLauncher() { return true; }
+
+void StandInCommand(const std::string& uri_file, std::vector<std::string>* argv, std::vector<std::string>* /*env*/) {
+  std::vector<std::string> cmd = {"mpirun", "--dvm", "file:" + uri_file, "-n", "1"};
+  Placement(true, &cmd);
+  cmd.insert(cmd.end(), argv->begin(), argv->end());
+  *argv = std::move(cmd);
+}
+
+}  // namespace elastic::mpi::stack

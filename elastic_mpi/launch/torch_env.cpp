@@ -249,6 +249,12 @@ int RankShimMain(int argc, char** argv) {
                  "launcher runs this itself under its mpirun)\n", kRankShimOption);
     return kExitUsage;
   }
+  // The launcher's environment first (the DVM's own for the rank kept), then the per-rank values.
+  if (with_group_dir && !AdoptGroupDir(argv[3])) {
+    std::fprintf(stderr, "elastic-launch: %s: cannot read the group's environment in %s: %s\n", kRankShimOption,
+                 argv[3], std::strerror(errno));
+    return kExitLaunch;
+  }
   const std::string_view offset_text = argv[2];
   const std::optional<int> offset = offset_text == "-" ? std::optional<int>(-1) : ParseInt(offset_text);
   if (!offset || *offset < -1) {
@@ -269,11 +275,6 @@ int RankShimMain(int argc, char** argv) {
     const std::string rank = std::to_string(*offset + *local_rank);
     setenv(kRank, rank.c_str(), 1);
     setenv(kRoleRank, rank.c_str(), 1);
-  }
-  if (with_group_dir && !AdoptGroupDir(argv[3])) {
-    std::fprintf(stderr, "elastic-launch: %s: cannot read the group's environment in %s: %s\n", kRankShimOption,
-                 argv[3], std::strerror(errno));
-    return kExitLaunch;
   }
   execvp(argv[program], argv + program);
   std::fprintf(stderr, "elastic-launch: cannot run %s: %s\n", argv[program], std::strerror(errno));

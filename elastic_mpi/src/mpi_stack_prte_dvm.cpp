@@ -28,6 +28,15 @@ void Placement(bool oversubscribe, std::vector<std::string>* cmd) {
   if (oversubscribe) cmd->insert(cmd->end(), {"--bind-to", "none"});
 }
 
+// This node as the DVM names it: the host name without its domain (PRRTE's default).
+std::string ThisNode() {
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0) return "localhost";
+  std::string node = name;
+  if (const auto dot = node.find('.'); dot != std::string::npos && dot > 0) node.resize(dot);
+  return node;
+}
+
 }  // namespace
 
 const char* RendezvousKind() { return "prte-dvm"; }
@@ -44,8 +53,12 @@ std::vector<std::string> ServerCommand(const std::string& program, const std::st
 }
 
 std::vector<std::string> GroupCommand(const GroupLaunch& launch, std::vector<std::string>* /*env*/) {
+  // On this node: a DVM launches only on nodes it owns, and a group on a node that is not the
+  // DVM's fails to start ("All nodes which are allocated for this job are already filled", exit
+  // 77) instead of running elsewhere (docs/interfaces.md section 5).
   std::vector<std::string> cmd = {launch.mpirun, "--dvm", "file:" + launch.uri_file, "-n",
-                                  std::to_string(launch.ranks)};
+                                  std::to_string(launch.ranks), "--host",
+                                  ThisNode() + ":" + std::to_string(launch.ranks)};
   Placement(launch.oversubscribe, &cmd);
   cmd.insert(cmd.end(), launch.rank_shim.begin(), launch.rank_shim.end());
   cmd.insert(cmd.end(), launch.program.begin(), launch.program.end());

@@ -182,6 +182,13 @@ void Stop(pid_t pid) {
   waitpid(pid, nullptr, 0);
 }
 
+// Stops the rendezvous server (if this launcher started one) and removes its files.
+void StopServer(pid_t server, const std::vector<std::string>& command) {
+  if (server <= 0) return;
+  Stop(server);
+  elastic::mpi::stack::RemoveServerFiles(command);
+}
+
 bool WaitForFile(const std::string& path, double seconds) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   while (std::chrono::steady_clock::now() < deadline) {
@@ -368,6 +375,7 @@ int main(int argc, char** argv) {
   std::string token = config.Get("join_token");
   const bool own_token = several && token.empty();
   pid_t server = -1;
+  std::vector<std::string> server_cmd;  // the rendezvous server's command (leader only)
 
   if (o.join) {
     if (o.uri_file.empty()) {
@@ -408,9 +416,8 @@ int main(int argc, char** argv) {
           return kExitRendezvous;
         }
       }
-      const std::vector<std::string> cmd =
-          elastic::mpi::stack::ServerCommand(o.server, o.uri_file, config.Get("rendezvous_if"));
-      server = Start(cmd, {}, /*own_group=*/true, "/dev/null");
+      server_cmd = elastic::mpi::stack::ServerCommand(o.server, o.uri_file, config.Get("rendezvous_if"));
+      server = Start(server_cmd, {}, /*own_group=*/true, "/dev/null");
       if (server < 0) {
         std::fprintf(stderr, "elastic-launch: cannot start %s\n", o.server.c_str());
         return kExitRendezvous;
@@ -419,7 +426,7 @@ int main(int argc, char** argv) {
   }
   if (!WaitForFile(o.uri_file, o.wait_s)) {
     std::fprintf(stderr, "elastic-launch: no rendezvous URI in %s after %g s\n", o.uri_file.c_str(), o.wait_s);
-    if (server > 0) Stop(server);
+    StopServer(server, server_cmd);
     return kExitRendezvous;
   }
 
@@ -450,7 +457,7 @@ int main(int argc, char** argv) {
                               : launch::WorldFromRecords({mine}, std::atoi(node_group.c_str()));
     if (!world.ok()) {
       std::fprintf(stderr, "elastic-launch: torchrun's environment: %s\n", world.status().message().c_str());
-      if (server > 0) Stop(server);
+      StopServer(server, server_cmd);
       return kExitRendezvous;
     }
     torch_world = world.value();
@@ -494,7 +501,7 @@ int main(int argc, char** argv) {
   if (by_pid && (!MakePrivateDir(o.run_dir) || !elastic::launch::WriteGroupDir(group_dir, env))) {
     std::fprintf(stderr, "elastic-launch: cannot write the group's directory %s: %s\n", group_dir.c_str(),
                  std::strerror(errno));
-    if (server > 0) Stop(server);
+    StopServer(server, server_cmd);
     return kExitLaunch;
   }
   g_by_pid = by_pid ? 1 : 0;
@@ -507,13 +514,13 @@ int main(int argc, char** argv) {
   const pid_t ranks = Start(cmd, env, /*own_group=*/true);
   if (ranks < 0) {
     if (by_pid) elastic::launch::RemoveGroupDir(group_dir);
-    if (server > 0) Stop(server);
+    StopServer(server, server_cmd);
     return kExitLaunch;
   }
   g_child_group = ranks;
   const int rc = by_pid ? WaitForwardingByPid(ranks, group_dir) : WaitStatus(ranks);
   g_child_group = 0;
   if (by_pid) elastic::launch::RemoveGroupDir(group_dir);
-  if (server > 0) Stop(server);
+  StopServer(server, server_cmd);
   return rc;
 }

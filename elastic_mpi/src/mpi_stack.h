@@ -32,6 +32,10 @@ const char* DefaultServerProgram();
 // itf: the network interface it listens on (ELASTIC_RENDEZVOUS_IF; empty: Open MPI's choice).
 std::vector<std::string> ServerCommand(const std::string& program, const std::string& uri_file, const std::string& itf);
 
+// After the server ended: removes what ServerCommand made for it (Open MPI 5: the DVM's private
+// session directory).
+void RemoveServerFiles(const std::vector<std::string>& server_command);
+
 // One node group's ranks.
 struct GroupLaunch {
   std::string mpirun;                 // mpirun to use (--mpirun)

@@ -35,6 +35,8 @@ std::vector<std::string> GroupCommand(const GroupLaunch& launch, std::vector<std
 
 bool RanksOutsideLauncher() { return false; }
 
+void RemoveServerFiles(const std::vector<std::string>& /*server_command*/) {}
+
 void StandInCommand(const std::string& uri_file, std::vector<std::string>* /*argv*/, std::vector<std::string>* env) {
   // A singleton of its own that reaches the job's ompi-server.
   env->push_back("OMPI_MCA_pmix_server_uri=file:" + uri_file);

@@ -7,7 +7,10 @@
 // with `mpirun --dvm file:URI`, which carries the launcher's environment to the ranks.
 #include "mpi_stack.h"
 
+#include <ftw.h>
 #include <unistd.h>
+
+#include <cstdio>
 
 #include <cstdlib>
 #include <string_view>
@@ -46,13 +49,25 @@ const char* DefaultServerProgram() { return "prte"; }
 std::vector<std::string> ServerCommand(const std::string& program, const std::string& uri_file,
                                        const std::string& itf) {
   std::vector<std::string> cmd = {program, "--report-uri", uri_file};
+  // A session directory of its own: PRRTE names it by host and pid, and one left by a DVM that was
+  // killed (SIGKILL) makes a later prte with the same pid fail ("prte_session_dir failed"), which
+  // pid namespaces (containers) make likely. RemoveServerFiles deletes it after the DVM.
+  const char* tmp = std::getenv("TMPDIR");
+  std::string dir = std::string(tmp != nullptr && *tmp == '/' ? tmp : "/tmp") + "/elastic-dvm.XXXXXX";
+  if (mkdtemp(dir.data()) != nullptr) cmd.insert(cmd.end(), {"--tmpdir", dir});
   // The same consent to running as root that Open MPI's mpirun takes from its environment.
   if (Set("OMPI_ALLOW_RUN_AS_ROOT") && Set("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM")) cmd.push_back("--allow-run-as-root");
   if (!itf.empty()) cmd.insert(cmd.end(), {"--prtemca", "oob_tcp_if_include", itf});
   return cmd;
 }
 
-std::vector<std::string> GroupCommand(const GroupLaunch& launch, std::vector<std::string>* /*env*/) {
+std::vector<std::string> GroupCommand(const GroupLaunch& launch, std::vector<std::string>* env) {
+  // Fault tolerance (ULFM) on, unless the site says otherwise: without it Open MPI 5's ob1 ends
+  // the whole process ("An error occurred in Socket closed ... on a NULL communicator") when any
+  // process it was ever connected to exits, even after MPI_Comm_disconnect, so a refused joiner
+  // (bad token) or a joiner that dies took the running world down with it. With it the runtime
+  // sees MPI_ERR_PROC_FAILED instead (docs/interfaces.md section 5).
+  if (std::getenv("OMPI_MCA_mpi_ft_enable") == nullptr) env->push_back("OMPI_MCA_mpi_ft_enable=1");
   // On this node: a DVM launches only on nodes it owns, and a group on a node that is not the
   // DVM's fails to start ("All nodes which are allocated for this job are already filled", exit
   // 77) instead of running elsewhere (docs/interfaces.md section 5).
@@ -66,6 +81,16 @@ std::vector<std::string> GroupCommand(const GroupLaunch& launch, std::vector<std
 }
 
 bool RanksOutsideLauncher() { return true; }
+
+void RemoveServerFiles(const std::vector<std::string>& server_command) {
+  for (std::size_t i = 0; i + 1 < server_command.size(); ++i) {
+    if (server_command[i] != "--tmpdir") continue;
+    const std::string& dir = server_command[i + 1];
+    // Depth first, without following links: what the DVM left under its own directory.
+    nftw(dir.c_str(), [](const char* path, const struct stat*, int, struct FTW*) { return remove(path); }, 16,
+         FTW_DEPTH | FTW_PHYS);
+  }
+}
 
 void StandInCommand(const std::string& uri_file, std::vector<std::string>* argv, std::vector<std::string>* /*env*/) {
   std::vector<std::string> cmd = {"mpirun", "--dvm", "file:" + uri_file, "-n", "1"};

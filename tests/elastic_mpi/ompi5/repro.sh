@@ -23,7 +23,8 @@ cleanup() { for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done; rm -rf 
 trap cleanup EXIT
 service=repro.$$
 start_dvm() {
-  prte --report-uri "$work/dvm.uri" >"$work/prte.log" 2>&1 &
+  mkdir -p "$work/session"  # its own session directory (a killed prte leaves it behind)
+  prte --report-uri "$work/dvm.uri" --tmpdir "$work/session" >"$work/prte.log" 2>&1 &
   dvm=$!; pids+=($dvm)
   for _ in $(seq 100); do [[ -s $work/dvm.uri ]] && return 0; sleep 0.05; done
   echo "FAIL: the DVM wrote no URI"; cat "$work/prte.log"; exit 1

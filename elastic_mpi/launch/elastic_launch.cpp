@@ -521,6 +521,8 @@ int main(int argc, char** argv) {
   const int rc = by_pid ? WaitForwardingByPid(ranks, group_dir) : WaitStatus(ranks);
   g_child_group = 0;
   if (by_pid) elastic::launch::RemoveGroupDir(group_dir);
+  // Other groups may still be ending through this launcher's rendezvous (mpi_stack.h).
+  if (server > 0) elastic::mpi::stack::AwaitServerIdle(server, 30);
   StopServer(server, server_cmd);
   return rc;
 }

@@ -32,6 +32,13 @@ const char* DefaultServerProgram();
 // itf: the network interface it listens on (ELASTIC_RENDEZVOUS_IF; empty: Open MPI's choice).
 std::vector<std::string> ServerCommand(const std::string& program, const std::string& uri_file, const std::string& itf);
 
+// Before the leader stops the server at the job's end: waits (up to max_s) until the server serves
+// nobody else. Open MPI 5: stopping the DVM ends every process it launched and cuts the other
+// groups' `mpirun --dvm` off (they exit 195, PMIx's lost connection, although their ranks ended
+// well), so the leader waits until the DVM has no process of any group left, then a little for
+// their mpiruns to hear of it. Open MPI 4: nothing to wait for.
+void AwaitServerIdle(pid_t server, double max_s);
+
 // After the server ended: removes what ServerCommand made for it (Open MPI 5: the DVM's private
 // session directory).
 void RemoveServerFiles(const std::vector<std::string>& server_command);

@@ -35,6 +35,8 @@ std::vector<std::string> GroupCommand(const GroupLaunch& launch, std::vector<std
 
 bool RanksOutsideLauncher() { return false; }
 
+void AwaitServerIdle(pid_t /*server*/, double /*max_s*/) {}
+
 void RemoveServerFiles(const std::vector<std::string>& /*server_command*/) {}
 
 void StandInCommand(const std::string& uri_file, std::vector<std::string>* /*argv*/, std::vector<std::string>* env) {

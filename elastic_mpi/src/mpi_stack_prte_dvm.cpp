@@ -10,10 +10,12 @@
 #include <ftw.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
-
 #include <cstdlib>
+#include <fstream>
 #include <string_view>
+#include <thread>
 
 namespace elastic::mpi::stack {
 
@@ -81,6 +83,19 @@ std::vector<std::string> GroupCommand(const GroupLaunch& launch, std::vector<std
 }
 
 bool RanksOutsideLauncher() { return true; }
+
+void AwaitServerIdle(pid_t server, double max_s) {
+  // The DVM's processes on this node are its children (the ranks of every group launched here).
+  const std::string children = "/proc/" + std::to_string(server) + "/task/" + std::to_string(server) + "/children";
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(max_s);
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::ifstream in(children);
+    std::string any;
+    if (!in || !(in >> any)) break;  // none left (or no such process)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // their mpiruns hear of the end
+}
 
 void RemoveServerFiles(const std::vector<std::string>& server_command) {
   for (std::size_t i = 0; i + 1 < server_command.size(); ++i) {

@@ -186,7 +186,7 @@ void Stop(pid_t pid) {
 void StopServer(pid_t server, const std::vector<std::string>& command) {
   if (server <= 0) return;
   Stop(server);
-  elastic::mpi::stack::RemoveServerFiles(command);
+  elastic::mpi::stack::RemoveLaunchFiles(command);
 }
 
 bool WaitForFile(const std::string& path, double seconds) {
@@ -501,6 +501,7 @@ int main(int argc, char** argv) {
   if (by_pid && (!MakePrivateDir(o.run_dir) || !elastic::launch::WriteGroupDir(group_dir, env))) {
     std::fprintf(stderr, "elastic-launch: cannot write the group's directory %s: %s\n", group_dir.c_str(),
                  std::strerror(errno));
+    elastic::mpi::stack::RemoveLaunchFiles(cmd);
     StopServer(server, server_cmd);
     return kExitLaunch;
   }
@@ -514,6 +515,7 @@ int main(int argc, char** argv) {
   const pid_t ranks = Start(cmd, env, /*own_group=*/true);
   if (ranks < 0) {
     if (by_pid) elastic::launch::RemoveGroupDir(group_dir);
+    elastic::mpi::stack::RemoveLaunchFiles(cmd);
     StopServer(server, server_cmd);
     return kExitLaunch;
   }
@@ -521,6 +523,7 @@ int main(int argc, char** argv) {
   const int rc = by_pid ? WaitForwardingByPid(ranks, group_dir) : WaitStatus(ranks);
   g_child_group = 0;
   if (by_pid) elastic::launch::RemoveGroupDir(group_dir);
+  elastic::mpi::stack::RemoveLaunchFiles(cmd);
   // Other groups may still be ending through this launcher's rendezvous (mpi_stack.h).
   if (server > 0) elastic::mpi::stack::AwaitServerIdle(server, 30);
   StopServer(server, server_cmd);

@@ -39,9 +39,9 @@ std::vector<std::string> ServerCommand(const std::string& program, const std::st
 // their mpiruns to hear of it. Open MPI 4: nothing to wait for.
 void AwaitServerIdle(pid_t server, double max_s);
 
-// After the server ended: removes what ServerCommand made for it (Open MPI 5: the DVM's private
-// session directory).
-void RemoveServerFiles(const std::vector<std::string>& server_command);
+// After the server (or a group's command) ended: removes what ServerCommand (GroupCommand) made
+// for it (Open MPI 5: the private session directory of the DVM, of the group's mpirun --dvm).
+void RemoveLaunchFiles(const std::vector<std::string>& server_command);
 
 // One node group's ranks.
 struct GroupLaunch {

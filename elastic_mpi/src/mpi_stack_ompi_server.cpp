@@ -37,7 +37,7 @@ bool RanksOutsideLauncher() { return false; }
 
 void AwaitServerIdle(pid_t /*server*/, double /*max_s*/) {}
 
-void RemoveServerFiles(const std::vector<std::string>& /*server_command*/) {}
+void RemoveLaunchFiles(const std::vector<std::string>& /*server_command*/) {}
 
 void StandInCommand(const std::string& uri_file, std::vector<std::string>* /*argv*/, std::vector<std::string>* env) {
   // A singleton of its own that reaches the job's ompi-server.

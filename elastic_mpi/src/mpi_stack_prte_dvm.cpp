@@ -42,6 +42,16 @@ std::string ThisNode() {
   return node;
 }
 
+// A session directory of its own for a PRRTE process (the DVM, or an mpirun --dvm): PRRTE names
+// it by host and pid under /tmp, and one left by a process that was killed (SIGKILL) makes a later
+// prte or mpirun with the same pid fail ("prte_session_dir failed"), which pid namespaces
+// (containers) make likely. RemoveLaunchFiles deletes it afterwards.
+void OwnSessionDir(std::vector<std::string>* cmd) {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string dir = std::string(tmp != nullptr && *tmp == '/' ? tmp : "/tmp") + "/elastic-dvm.XXXXXX";
+  if (mkdtemp(dir.data()) != nullptr) cmd->insert(cmd->end(), {"--tmpdir", dir});
+}
+
 }  // namespace
 
 const char* RendezvousKind() { return "prte-dvm"; }
@@ -51,12 +61,7 @@ const char* DefaultServerProgram() { return "prte"; }
 std::vector<std::string> ServerCommand(const std::string& program, const std::string& uri_file,
                                        const std::string& itf) {
   std::vector<std::string> cmd = {program, "--report-uri", uri_file};
-  // A session directory of its own: PRRTE names it by host and pid, and one left by a DVM that was
-  // killed (SIGKILL) makes a later prte with the same pid fail ("prte_session_dir failed"), which
-  // pid namespaces (containers) make likely. RemoveServerFiles deletes it after the DVM.
-  const char* tmp = std::getenv("TMPDIR");
-  std::string dir = std::string(tmp != nullptr && *tmp == '/' ? tmp : "/tmp") + "/elastic-dvm.XXXXXX";
-  if (mkdtemp(dir.data()) != nullptr) cmd.insert(cmd.end(), {"--tmpdir", dir});
+  OwnSessionDir(&cmd);
   // The same consent to running as root that Open MPI's mpirun takes from its environment.
   if (Set("OMPI_ALLOW_RUN_AS_ROOT") && Set("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM")) cmd.push_back("--allow-run-as-root");
   if (!itf.empty()) cmd.insert(cmd.end(), {"--prtemca", "oob_tcp_if_include", itf});
@@ -76,6 +81,7 @@ std::vector<std::string> GroupCommand(const GroupLaunch& launch, std::vector<std
   std::vector<std::string> cmd = {launch.mpirun, "--dvm", "file:" + launch.uri_file, "-n",
                                   std::to_string(launch.ranks), "--host",
                                   ThisNode() + ":" + std::to_string(launch.ranks)};
+  OwnSessionDir(&cmd);
   Placement(launch.oversubscribe, &cmd);
   cmd.insert(cmd.end(), launch.rank_shim.begin(), launch.rank_shim.end());
   cmd.insert(cmd.end(), launch.program.begin(), launch.program.end());
@@ -97,7 +103,7 @@ void AwaitServerIdle(pid_t server, double max_s) {
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // their mpiruns hear of the end
 }
 
-void RemoveServerFiles(const std::vector<std::string>& server_command) {
+void RemoveLaunchFiles(const std::vector<std::string>& server_command) {
   for (std::size_t i = 0; i + 1 < server_command.size(); ++i) {
     if (server_command[i] != "--tmpdir") continue;
     const std::string& dir = server_command[i + 1];

@@ -134,7 +134,6 @@ int WaitForwardingByPid(pid_t pid, const std::string& group_dir) {
   return kExitLaunch;
 }
 
-
 // Starts argv with extra environment entries in its own process group; returns the pid or -1.
 pid_t Start(const std::vector<std::string>& argv, const std::vector<std::string>& env, bool own_group,
             const std::string& stdout_to = "") {

@@ -3,13 +3,18 @@
 //   srun --ntasks-per-node=1 elastic-launch -n 4 -- ./train ARGS...          (the job's nodes)
 //   elastic-launch --join -n 4 -- ./train ARGS...                            (an extension job)
 //
-// It starts this node's ranks as direct children (Open MPI 4.1.4 ranks under orted crash at
-// connect/accept): one rank as an MPI singleton, several through a node-local mpirun that never
-// asks Slurm for daemons (--mca ras ^slurm --mca plm ^slurm). On the leader node (node group 0,
-// not --join) it first starts the job's rendezvous, `ompi-server --no-daemonize --report-uri`,
-// as the job's user, and writes its URI to <run dir>/rendezvous.uri (mode 700 directory); other
-// launchers wait for that file. Signals (SIGTERM from scancel or preemption, SIGINT) are
-// forwarded to the ranks; the launcher exits with the ranks' exit status and stops ompi-server.
+// On the leader node (node group 0, not --join) it first starts the job's rendezvous as the job's
+// user, and writes its URI to <run dir>/rendezvous.uri (mode 700 directory); other launchers wait
+// for that file. Which rendezvous, and how the ranks are started, is the MPI stack adapter's
+// (src/mpi_stack.h), chosen by the MPI the runtime is built against:
+//   Open MPI 4: `ompi-server --no-daemonize --report-uri`; this node's ranks are direct children
+//     (Open MPI 4.1.4 ranks under orted crash at connect/accept): one rank as an MPI singleton,
+//     several through a node-local mpirun that never asks Slurm for daemons (--mca ras ^slurm
+//     --mca plm ^slurm);
+//   Open MPI 5: the job's PRRTE DVM (`prte --report-uri`), every group's ranks launched into it
+//     with `mpirun --dvm`.
+// Signals (SIGTERM from scancel or preemption, SIGINT, SIGUSR1) are forwarded to the ranks; the
+// launcher exits with the ranks' exit status and stops the rendezvous.
 //
 // Every rank also gets torchrun's environment (torch_env.h: RANK, LOCAL_RANK, WORLD_SIZE,
 // MASTER_ADDR, ...), so that an unmodified torch.distributed script runs at the job's base size.
@@ -34,6 +39,8 @@
 #include <vector>
 
 #include "controller_link.h"
+#include "group_dir.h"
+#include "mpi_stack.h"
 #include "elastic/common/env_vars.h"
 #include "elastic/common/exit_codes.h"
 #include "elastic/common/join_token.h"
@@ -59,7 +66,7 @@ struct Options {
   std::string run_dir;
   std::string uri_file;       // --uri / ELASTIC_RENDEZVOUS_URI (join mode)
   std::string mpirun = "mpirun";
-  std::string ompi_server = "ompi-server";
+  std::string server = elastic::mpi::stack::DefaultServerProgram();  // the rendezvous (mpi_stack.h)
   double wait_s = 60;         // for the URI file
   std::vector<std::string> program;
 };
@@ -73,7 +80,7 @@ void Usage(std::FILE* out = stderr) {
                "What job scripts run in place of mpirun or torchrun, one per node:\n"
                "    srun --ntasks-per-node=1 elastic-launch -- ./train ARGS...\n"
                "It starts this node's ranks as its own children (one per GPU of the job on the node), starts the\n"
-               "job's MPI rendezvous (ompi-server) on the first node, merges the node groups into one world,\n"
+               "job's MPI rendezvous (%s) on the first node, merges the node groups into one world,\n"
                "and in an elastic job registers with elasticd so that extension jobs can join.\n\n"
                "  -n, --ranks N        ranks on this node (default: the job's GPUs here, SLURM_GPUS_ON_NODE, else 1)\n"
                "  --join               start a group that joins a running job (extension jobs; elasticd uses it)\n"
@@ -83,16 +90,48 @@ void Usage(std::FILE* out = stderr) {
                "  --oversubscribe      more ranks than cores (small test machines); ranks yield while idle\n"
                "  --export VARS        comma-separated variables an extension job gets too\n"
                "  --mpirun PATH        mpirun to use for several ranks (default: mpirun)\n"
-               "  --ompi-server PATH   ompi-server to start (default: ompi-server)\n"
+               "  --rendezvous-server PATH  the rendezvous server to start (default: %s; also --ompi-server)\n"
                "  --wait S             seconds to wait for the rendezvous URI (default 60)\n"
                "  --topology           print this node's topology (cores, NUMA nodes, GPUs) as JSON and exit\n\n"
-               "Exit status: the ranks' own; 2 usage, 69 no rendezvous, 71 the ranks could not be started.\n");
+               "Exit status: the ranks' own; 2 usage, 69 no rendezvous, 71 the ranks could not be started.\n",
+               elastic::mpi::stack::RendezvousKind(), elastic::mpi::stack::DefaultServerProgram());
 }
 
 volatile sig_atomic_t g_child_group = 0;
+// Signals to forward by the ranks' pids (mpi_stack.h's RanksOutsideLauncher): the handler only notes
+// them, the launcher's wait loop sends them.
+volatile sig_atomic_t g_by_pid = 0;
+volatile sig_atomic_t g_pending[3] = {0, 0, 0};  // SIGTERM, SIGINT, SIGUSR1
+constexpr int kForwarded[3] = {SIGTERM, SIGINT, SIGUSR1};
 
 void Forward(int sig) {
+  if (g_by_pid) {
+    for (int i = 0; i < 3; ++i) {
+      if (kForwarded[i] == sig) g_pending[i] = 1;
+    }
+    return;
+  }
   if (g_child_group > 0) kill(-g_child_group, sig);
+}
+
+// Waits for the ranks' launch, forwarding the signals noted by Forward to the ranks by pid.
+int WaitForwardingByPid(pid_t pid, const std::string& group_dir) {
+  int status = 0;
+  for (;;) {
+    for (int i = 0; i < 3; ++i) {
+      if (g_pending[i]) {
+        g_pending[i] = 0;
+        elastic::launch::SignalGroup(group_dir, kForwarded[i]);
+      }
+    }
+    const pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) break;
+    if (r == -1 && errno != EINTR) return kExitLaunch;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return kExitLaunch;
 }
 
 // Starts argv with extra environment entries in its own process group; returns the pid or -1.
@@ -140,6 +179,13 @@ void Stop(pid_t pid) {
   }
   kill(pid, SIGKILL);
   waitpid(pid, nullptr, 0);
+}
+
+// Stops the rendezvous server (if this launcher started one) and removes its files.
+void StopServer(pid_t server, const std::vector<std::string>& command) {
+  if (server <= 0) return;
+  Stop(server);
+  elastic::mpi::stack::RemoveLaunchFiles(command);
 }
 
 bool WaitForFile(const std::string& path, double seconds) {
@@ -203,7 +249,7 @@ bool Parse(int argc, char** argv, const elastic::mpi::Config& config, Options* o
     else if (a == "--uri" && (v = value())) o->uri_file = v;
     else if (a == "--run-dir" && (v = value())) o->run_dir = v;
     else if (a == "--mpirun" && (v = value())) o->mpirun = v;
-    else if (a == "--ompi-server" && (v = value())) o->ompi_server = v;
+    else if ((a == "--rendezvous-server" || a == "--ompi-server") && (v = value())) o->server = v;
     else if (a == "--wait" && (v = value())) o->wait_s = std::atof(v);
     else if (a == "--export" && (v = value())) {
       std::string list = v;
@@ -328,6 +374,7 @@ int main(int argc, char** argv) {
   std::string token = config.Get("join_token");
   const bool own_token = several && token.empty();
   pid_t server = -1;
+  std::vector<std::string> server_cmd;  // the rendezvous server's command (leader only)
 
   if (o.join) {
     if (o.uri_file.empty()) {
@@ -368,20 +415,17 @@ int main(int argc, char** argv) {
           return kExitRendezvous;
         }
       }
-      std::vector<std::string> cmd = {o.ompi_server, "--no-daemonize", "--report-uri", o.uri_file};
-      if (const std::string itf = config.Get("rendezvous_if"); !itf.empty()) {
-        cmd.insert(cmd.end(), {"--mca", "oob_tcp_if_include", itf});
-      }
-      server = Start(cmd, {}, /*own_group=*/true, "/dev/null");
+      server_cmd = elastic::mpi::stack::ServerCommand(o.server, o.uri_file, config.Get("rendezvous_if"));
+      server = Start(server_cmd, {}, /*own_group=*/true, "/dev/null");
       if (server < 0) {
-        std::fprintf(stderr, "elastic-launch: cannot start ompi-server\n");
+        std::fprintf(stderr, "elastic-launch: cannot start %s\n", o.server.c_str());
         return kExitRendezvous;
       }
     }
   }
   if (!WaitForFile(o.uri_file, o.wait_s)) {
     std::fprintf(stderr, "elastic-launch: no rendezvous URI in %s after %g s\n", o.uri_file.c_str(), o.wait_s);
-    if (server > 0) Stop(server);
+    StopServer(server, server_cmd);
     return kExitRendezvous;
   }
 
@@ -412,7 +456,7 @@ int main(int argc, char** argv) {
                               : launch::WorldFromRecords({mine}, std::atoi(node_group.c_str()));
     if (!world.ok()) {
       std::fprintf(stderr, "elastic-launch: torchrun's environment: %s\n", world.status().message().c_str());
-      if (server > 0) Stop(server);
+      StopServer(server, server_cmd);
       return kExitRendezvous;
     }
     torch_world = world.value();
@@ -427,7 +471,6 @@ int main(int argc, char** argv) {
       var(contract::kNodeGroups, node_groups),
       var(contract::kRendezvousUri, o.uri_file),
       var(contract::kRunDir, o.run_dir),
-      "OMPI_MCA_pmix_server_uri=file:" + o.uri_file,
   };
   if (o.join) env.push_back(var(contract::kJoin, "1"));
   if (own_token) env.push_back(var(contract::kJoinToken, token));
@@ -439,19 +482,29 @@ int main(int argc, char** argv) {
                                                  job.empty() ? "none" : job, o.ranks == 1 ? 0 : -1)) {
     env.push_back(std::move(e));
   }
-  std::vector<std::string> cmd;
-  if (o.ranks == 1) {
-    env.push_back(var(contract::kLocalRank, "0"));
-    cmd = o.program;  // an MPI singleton, a direct child
-  } else {
-    cmd = {o.mpirun, "-np", std::to_string(o.ranks), "--mca", "ras", "^slurm", "--mca", "plm", "^slurm",
-           "--ompi-server", "file:" + o.uri_file};
-    if (o.oversubscribe) cmd.push_back("--oversubscribe");
-    // Each rank's RANK and LOCAL_RANK: this launcher in front of the program (torch_env.h).
-    cmd.insert(cmd.end(), {SelfPath(argv[0]), launch::kRankShimOption,
-                           torch_world ? std::to_string(torch_world->rank_offset) : "-", "--"});
-    cmd.insert(cmd.end(), o.program.begin(), o.program.end());
+  // Each rank's RANK and LOCAL_RANK: this launcher in front of the program (torch_env.h); with
+  // the group directory where the ranks are not this launcher's children (group_dir.h).
+  const bool by_pid = elastic::mpi::stack::RanksOutsideLauncher();
+  const std::string group_dir = by_pid ? o.run_dir + "/group." + std::to_string(getpid()) : "";
+  elastic::mpi::stack::GroupLaunch group;
+  group.mpirun = o.mpirun;
+  group.ranks = o.ranks;
+  group.oversubscribe = o.oversubscribe;
+  group.uri_file = o.uri_file;
+  group.rank_shim = {SelfPath(argv[0]), launch::kRankShimOption,
+                     torch_world ? std::to_string(torch_world->rank_offset) : "-"};
+  if (by_pid) group.rank_shim.push_back(group_dir);
+  group.rank_shim.push_back("--");
+  group.program = o.program;
+  const std::vector<std::string> cmd = elastic::mpi::stack::GroupCommand(group, &env);
+  if (by_pid && (!MakePrivateDir(o.run_dir) || !elastic::launch::WriteGroupDir(group_dir, env))) {
+    std::fprintf(stderr, "elastic-launch: cannot write the group's directory %s: %s\n", group_dir.c_str(),
+                 std::strerror(errno));
+    elastic::mpi::stack::RemoveLaunchFiles(cmd);
+    StopServer(server, server_cmd);
+    return kExitLaunch;
   }
+  g_by_pid = by_pid ? 1 : 0;
   struct sigaction sa {};
   sa.sa_handler = Forward;
   sigemptyset(&sa.sa_mask);
@@ -460,12 +513,18 @@ int main(int argc, char** argv) {
   sigaction(SIGUSR1, &sa, nullptr);  // Slurm's time-limit warning (--signal=USR1@S): ranks checkpoint
   const pid_t ranks = Start(cmd, env, /*own_group=*/true);
   if (ranks < 0) {
-    if (server > 0) Stop(server);
+    if (by_pid) elastic::launch::RemoveGroupDir(group_dir);
+    elastic::mpi::stack::RemoveLaunchFiles(cmd);
+    StopServer(server, server_cmd);
     return kExitLaunch;
   }
   g_child_group = ranks;
-  const int rc = WaitStatus(ranks);
+  const int rc = by_pid ? WaitForwardingByPid(ranks, group_dir) : WaitStatus(ranks);
   g_child_group = 0;
-  if (server > 0) Stop(server);
+  if (by_pid) elastic::launch::RemoveGroupDir(group_dir);
+  elastic::mpi::stack::RemoveLaunchFiles(cmd);
+  // Other groups may still be ending through this launcher's rendezvous (mpi_stack.h).
+  if (server > 0) elastic::mpi::stack::AwaitServerIdle(server, 30);
+  StopServer(server, server_cmd);
   return rc;
 }

@@ -21,6 +21,7 @@
 
 #include "elastic/common/env_vars.h"
 #include "elastic/common/exit_codes.h"
+#include "group_dir.h"
 #include "private_file.h"
 
 namespace elastic::launch {
@@ -239,10 +240,20 @@ std::vector<std::string> TorchEnvironment(const TorchWorld* world, int local_wor
 }
 
 int RankShimMain(int argc, char** argv) {
-  if (argc < 5 || std::string_view(argv[1]) != kRankShimOption || std::string_view(argv[3]) != "--") {
-    std::fprintf(stderr, "elastic-launch: usage: elastic-launch %s OFFSET|- -- PROGRAM [ARGS...] (the launcher "
-                 "runs this itself under its mpirun)\n", kRankShimOption);
+  // OFFSET, then an optional GROUP_DIR (group_dir.h: ranks the launcher did not start itself).
+  const bool with_group_dir = argc >= 6 && std::string_view(argv[3]) != "--" && std::string_view(argv[4]) == "--";
+  const int program = with_group_dir ? 5 : 4;
+  if (argc < program + 1 || std::string_view(argv[1]) != kRankShimOption ||
+      std::string_view(argv[program - 1]) != "--") {
+    std::fprintf(stderr, "elastic-launch: usage: elastic-launch %s OFFSET|- [GROUP_DIR] -- PROGRAM [ARGS...] (the "
+                 "launcher runs this itself under its mpirun)\n", kRankShimOption);
     return kExitUsage;
+  }
+  // The launcher's environment first (the DVM's own for the rank kept), then the per-rank values.
+  if (with_group_dir && !AdoptGroupDir(argv[3])) {
+    std::fprintf(stderr, "elastic-launch: %s: cannot read the group's environment in %s: %s\n", kRankShimOption,
+                 argv[3], std::strerror(errno));
+    return kExitLaunch;
   }
   const std::string_view offset_text = argv[2];
   const std::optional<int> offset = offset_text == "-" ? std::optional<int>(-1) : ParseInt(offset_text);
@@ -265,8 +276,8 @@ int RankShimMain(int argc, char** argv) {
     setenv(kRank, rank.c_str(), 1);
     setenv(kRoleRank, rank.c_str(), 1);
   }
-  execvp(argv[4], argv + 4);
-  std::fprintf(stderr, "elastic-launch: cannot run %s: %s\n", argv[4], std::strerror(errno));
+  execvp(argv[program], argv + program);
+  std::fprintf(stderr, "elastic-launch: cannot run %s: %s\n", argv[program], std::strerror(errno));
   return 127;
 }
 

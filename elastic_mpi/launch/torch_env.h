@@ -81,10 +81,12 @@ Result<TorchWorld> ExchangeRecords(const std::string& run_dir, const NodeRecord&
 std::vector<std::string> TorchEnvironment(const TorchWorld* world, int local_world_size, const std::string& run_id,
                                           int local_rank);
 
-// The hidden mode `elastic-launch --rank-shim OFFSET -- PROGRAM ARGS...` that the launcher puts
+// The hidden mode `elastic-launch --rank-shim OFFSET [GROUP_DIR] -- PROGRAM ARGS...` that the launcher puts
 // in front of the program under a node-local mpirun: sets the per-rank variables from Open MPI's
 // OMPI_COMM_WORLD_LOCAL_RANK (RANK = OFFSET + local rank; OFFSET "-" in a joining group: no RANK)
-// and executes PROGRAM in place. Returns only on error (an exit status).
+// and executes PROGRAM in place; with GROUP_DIR, first takes the launcher's environment from it and
+// records its pid there (group_dir.h: ranks the launcher did not start itself). Returns only on
+// error (an exit status).
 int RankShimMain(int argc, char** argv);
 inline constexpr char kRankShimOption[] = "--rank-shim";
 

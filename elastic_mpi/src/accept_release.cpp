@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "elastic/common/log.h"
+#include "mpi_stack.h"
 
 extern char** environ;
 
@@ -30,8 +31,9 @@ std::string DirOf(const std::string& path) {
 
 // The environment of the stand-in: this rank's own, without what its launch gave it as a member
 // of its MPI job (PMIx identity, Open MPI's job and daemon settings), so that it starts as a
-// singleton of its own that reaches the job's rendezvous, as elastic-launch starts a group's ranks.
-std::vector<std::string> StandInEnvironment(const std::string& uri_file) {
+// process of its own that reaches the job's rendezvous (mpi_stack.h adds how), as elastic-launch
+// starts a group's ranks.
+std::vector<std::string> StandInEnvironment() {
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string_view v(*e);
@@ -45,7 +47,6 @@ std::vector<std::string> StandInEnvironment(const std::string& uri_file) {
     }
     env.emplace_back(v);
   }
-  env.push_back("OMPI_MCA_pmix_server_uri=file:" + uri_file);
   return env;
 }
 
@@ -87,7 +88,8 @@ void AcceptRelease::Fire() {
   Log(LogLevel::kWarning, "elastic_mpi", "no joiner of group ", group_, " connected within ", after_s_,
       " s (ELASTIC_CONNECT_TIMEOUT_S): releasing the accept with ", program, "; the join is abandoned");
   std::vector<std::string> args = {program, port_, std::to_string(group_), std::to_string(after_s_ + 30)};
-  std::vector<std::string> env = StandInEnvironment(uri_file_);
+  std::vector<std::string> env = StandInEnvironment();
+  stack::StandInCommand(uri_file_, &args, &env);
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -95,7 +97,7 @@ void AcceptRelease::Fire() {
   for (std::string& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);
   pid_t pid = -1;
-  if (posix_spawnp(&pid, program.c_str(), nullptr, nullptr, argv.data(), envp.data()) != 0) {
+  if (posix_spawnp(&pid, argv[0], nullptr, nullptr, argv.data(), envp.data()) != 0) {
     Log(LogLevel::kError, "elastic_mpi", "cannot start ", program, ": the accept stays blocked");
     return;
   }

@@ -155,10 +155,17 @@ Status Session::Impl::AwaitNewcomers(MPI_Comm inter, int tag, Clock::time_point 
     MPI_Request request = MPI_REQUEST_NULL;
     ELASTIC_MPI_CHECK(MPI_Irecv(&word, 1, MPI_INT, 0, tag, inter, &request));
     while (!got && Clock::now() <= deadline) {
-      ELASTIC_MPI_CHECK(MPI_Test(&request, &got, MPI_STATUS_IGNORE));
+      if (const int rc = MPI_Test(&request, &got, MPI_STATUS_IGNORE); rc != MPI_SUCCESS) {
+        // The newcomers failed (Open MPI 5 with fault tolerance reports a dead peer as
+        // MPI_ERR_PROC_FAILED): the same as missing the deadline, the grow is abandoned.
+        Log(LogLevel::kError, detail::kComponent, "the joining group failed while the running world waited for it: ",
+            detail::MpiStatus(rc, "MPI_Test").message());
+        got = 0;
+        break;
+      }
       if (!got) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
-    if (!got) {
+    if (!got && request != MPI_REQUEST_NULL) {
       MPI_Cancel(&request);
       MPI_Request_free(&request);
     }

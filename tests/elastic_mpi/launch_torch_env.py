@@ -22,6 +22,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 
 DUMP = ("import json, os; print('ENV ' + json.dumps({k: v for k, v in os.environ.items() if k in ("
         "'RANK', 'LOCAL_RANK', 'WORLD_SIZE', 'LOCAL_WORLD_SIZE', 'GROUP_RANK', 'GROUP_WORLD_SIZE', 'ROLE_RANK', "
@@ -115,14 +116,31 @@ def checks(launcher, work):
     except (OSError, TypeError) as e:
         check(False, f"MASTER_ADDR {addr} resolves ({e})")
 
-    # A joining group: only the local values, whatever its launcher's environment holds.
+    # A joining group: only the local values, whatever its launcher's environment holds. It joins
+    # a job whose rendezvous runs (on Open MPI 5 the job's DVM launches the group's ranks): a
+    # base of one rank that waits, stopped afterwards.
     uri_file = os.path.join(run_dir, "rendezvous.uri")
+    with open(uri_file) as f:
+        old_uri = f.read()
+    holder = start(launcher, ["-n", "1", "--run-dir", run_dir], dict(base, ELASTIC_NODE_GROUPS="1"),
+                   program=["--", sys.executable, "-c", "import time; time.sleep(60)"])
+    for _ in range(200):
+        try:
+            with open(uri_file) as f:
+                new_uri = f.read()
+        except FileNotFoundError:
+            new_uri = ""
+        if new_uri.endswith("\n") and new_uri != old_uri:
+            break
+        time.sleep(0.1)
     stale = dict(base, RANK="7", WORLD_SIZE="9", MASTER_ADDR="stale.example", MASTER_PORT="1", GROUP_RANK="3")
     stale.pop("ELASTIC_NODE_GROUPS")
     rc, out = finish(start(launcher, ["--join", "--uri", uri_file, "-n", "2", "--oversubscribe", "--run-dir", run_dir],
                            stale))
     print(out)
     joined = ranks_of(out)
+    holder.terminate()  # the launcher forwards SIGTERM to its rank and stops the rendezvous
+    finish(holder)
     check(rc == 0 and len(joined) == 2, f"a joining group of 2 runs (exit {rc}, {len(joined)} ranks)")
     check(sorted(r.get("LOCAL_RANK") for r in joined) == ["0", "1"], "joining ranks: LOCAL_RANK 0, 1")
     for r in joined:

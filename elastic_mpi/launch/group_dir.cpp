@@ -1,0 +1,106 @@
+// The group directory of ranks launched through a DVM (group_dir.h).
+#include "group_dir.h"
+
+#include <dirent.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <sstream>
+#include <string_view>
+
+#include "private_file.h"
+
+extern char** environ;
+
+namespace elastic::launch {
+
+namespace {
+
+constexpr char kEnvironmentFile[] = "environment";
+
+std::map<std::string, std::string> CurrentEnvironment() {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string_view kv(*e);
+    const auto eq = kv.find('=');
+    if (eq != std::string_view::npos) env[std::string(kv.substr(0, eq))] = std::string(kv.substr(eq + 1));
+  }
+  return env;
+}
+
+// What the DVM sets for the rank itself (its identity, its job's layout): kept as the DVM set it.
+bool SetByTheDvm(std::string_view name) {
+  return name.rfind("PMIX_", 0) == 0 || name.rfind("PRTE_", 0) == 0 || name.rfind("OMPI_", 0) == 0;
+}
+
+}  // namespace
+
+bool WriteGroupDir(const std::string& dir, const std::vector<std::string>& changes) {
+  if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return false;
+  std::map<std::string, std::string> env = CurrentEnvironment();
+  for (const std::string& c : changes) {
+    const auto eq = c.find('=');
+    if (eq == std::string::npos) env.erase(c);
+    else env[c.substr(0, eq)] = c.substr(eq + 1);
+  }
+  env.erase("SLURM_STEPID");
+  env.erase("SLURM_STEP_ID");
+  std::string text;  // NAME=VALUE entries, each ended by a NUL (values may hold newlines)
+  for (const auto& [name, value] : env) text += name + "=" + value + '\0';
+  return WritePrivateFile(dir + "/" + kEnvironmentFile, text);
+}
+
+bool AdoptGroupDir(const std::string& dir) {
+  std::ifstream in(dir + "/" + kEnvironmentFile, std::ios::binary);
+  if (!in) return false;
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::map<std::string, std::string> group;
+  for (std::size_t p = 0; p < text.size();) {
+    std::size_t end = text.find('\0', p);
+    if (end == std::string::npos) end = text.size();
+    const std::string kv = text.substr(p, end - p);
+    if (const auto eq = kv.find('='); eq != std::string::npos && eq > 0) group[kv.substr(0, eq)] = kv.substr(eq + 1);
+    p = end + 1;
+  }
+  for (const auto& [name, value] : CurrentEnvironment()) {
+    if (!SetByTheDvm(name) && group.count(name) == 0) unsetenv(name.c_str());
+  }
+  for (const auto& [name, value] : group) {
+    if (SetByTheDvm(name) && std::getenv(name.c_str()) != nullptr) continue;
+    setenv(name.c_str(), value.c_str(), 1);
+  }
+  // The pid file's name is the pid; its content is nothing.
+  return WritePrivateFile(dir + "/" + std::to_string(getpid()), "");
+}
+
+void SignalGroup(const std::string& dir, int sig) {
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return;
+  while (const dirent* e = readdir(d)) {
+    char* end = nullptr;
+    const long pid = std::strtol(e->d_name, &end, 10);
+    if (pid > 1 && end != nullptr && *end == '\0') kill(static_cast<pid_t>(pid), sig);
+  }
+  closedir(d);
+}
+
+void RemoveGroupDir(const std::string& dir) {
+  if (DIR* d = opendir(dir.c_str())) {
+    while (const dirent* e = readdir(d)) {
+      if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) {
+        unlink((dir + "/" + e->d_name).c_str());
+      }
+    }
+    closedir(d);
+  }
+  rmdir(dir.c_str());
+}
+
+}  // namespace elastic::launch

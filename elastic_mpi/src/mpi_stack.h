@@ -1,0 +1,70 @@
+// The MPI stack adapter (internal header): how the job's rendezvous is started and how processes
+// that must reach it are launched, for the MPI the runtime is built against. CMake compiles
+// exactly one implementation (elastic_mpi/CMakeLists.txt chooses by the MPI library's version):
+//
+//   mpi_stack_ompi_server.cpp  Open MPI 4.x: the job's `ompi-server` is the rendezvous; a group's
+//                              ranks are an MPI singleton or a node-local mpirun given its URI.
+//   mpi_stack_prte_dvm.cpp     Open MPI 5.x (PRRTE): the job's PRRTE DVM (`prte`) is the rendezvous;
+//                              every group's ranks, and the accept's stand-in, are launched into it
+//                              with `mpirun --dvm file:URI` (Open MPI 5 has no ompi-server, and
+//                              separately launched mpiruns cannot connect/accept: docs/interfaces.md
+//                              section 6, "The rendezvous on Open MPI 5").
+//
+// The rendezvous protocol itself (publish, lookup, connect/accept, join record) is the same on both
+// (rendezvous.h); only who serves the names and who launches the processes differs.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace elastic::mpi::stack {
+
+// "ompi-server" or "prte-dvm": the rendezvous this build uses (logs, --help, tests).
+const char* RendezvousKind();
+
+// The program that serves the job's rendezvous ("ompi-server" or "prte"), the default of
+// elastic-launch's --rendezvous-server.
+const char* DefaultServerProgram();
+
+// The command that serves the job's rendezvous in the foreground and writes its URI to uri_file;
+// itf: the network interface it listens on (ELASTIC_RENDEZVOUS_IF; empty: Open MPI's choice).
+std::vector<std::string> ServerCommand(const std::string& program, const std::string& uri_file, const std::string& itf);
+
+// Before the leader stops the server at the job's end: waits (up to max_s) until the server serves
+// nobody else. Open MPI 5: stopping the DVM ends every process it launched and cuts the other
+// groups' `mpirun --dvm` off (they exit 195, PMIx's lost connection, although their ranks ended
+// well), so the leader waits until the DVM has no process of any group left, then a little for
+// their mpiruns to hear of it. Open MPI 4: nothing to wait for.
+void AwaitServerIdle(pid_t server, double max_s);
+
+// After the server (or a group's command) ended: removes what ServerCommand (GroupCommand) made
+// for it (Open MPI 5: the private session directory of the DVM, of the group's mpirun --dvm).
+void RemoveLaunchFiles(const std::vector<std::string>& server_command);
+
+// One node group's ranks.
+struct GroupLaunch {
+  std::string mpirun;                 // mpirun to use (--mpirun)
+  int ranks = 1;
+  bool oversubscribe = false;
+  std::string uri_file;               // the job's rendezvous URI file
+  std::vector<std::string> rank_shim; // elastic-launch --rank-shim OFFSET [PID_DIR] -- (torch_env.h)
+  std::vector<std::string> program;
+};
+
+// The argv that starts the group's ranks; *env receives what the ranks' environment adds
+// (appended). The command runs in the launcher's own environment plus *env.
+std::vector<std::string> GroupCommand(const GroupLaunch& launch, std::vector<std::string>* env);
+
+// Whether the group's ranks are not the launcher's children (PRRTE DVM: they are the DVM's),
+// so that the launcher hands them its environment and signals them through the group directory
+// (launch/group_dir.h) instead of its own process group: `mpirun --dvm` carries neither, and a
+// SIGTERM to it aborts the DVM itself while the ranks run on.
+bool RanksOutsideLauncher();
+
+// The stand-in that releases an accept (accept_release.h): argv (program and its arguments) and
+// env (the rank's own environment) are rewritten so that it reaches the job's rendezvous.
+void StandInCommand(const std::string& uri_file, std::vector<std::string>* argv, std::vector<std::string>* env);
+
+}  // namespace elastic::mpi::stack

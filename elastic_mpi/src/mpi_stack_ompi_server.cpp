@@ -1,0 +1,47 @@
+// The MPI stack adapter for Open MPI 4.x (mpi_stack.h): the job's ompi-server is the rendezvous.
+// A group of one rank is an MPI singleton, a direct child of the launcher (Open MPI 4.1.4 ranks
+// under orted crash at connect/accept); several ranks are a node-local mpirun that never asks
+// Slurm for daemons. Both reach ompi-server through its URI file.
+#include "mpi_stack.h"
+
+#include "elastic/common/env_vars.h"
+
+namespace elastic::mpi::stack {
+
+const char* RendezvousKind() { return "ompi-server"; }
+
+const char* DefaultServerProgram() { return "ompi-server"; }
+
+std::vector<std::string> ServerCommand(const std::string& program, const std::string& uri_file,
+                                       const std::string& itf) {
+  std::vector<std::string> cmd = {program, "--no-daemonize", "--report-uri", uri_file};
+  if (!itf.empty()) cmd.insert(cmd.end(), {"--mca", "oob_tcp_if_include", itf});
+  return cmd;
+}
+
+std::vector<std::string> GroupCommand(const GroupLaunch& launch, std::vector<std::string>* env) {
+  env->push_back("OMPI_MCA_pmix_server_uri=file:" + launch.uri_file);
+  if (launch.ranks == 1) {
+    env->push_back(std::string(contract::kLocalRank) + "=0");
+    return launch.program;  // an MPI singleton, a direct child
+  }
+  std::vector<std::string> cmd = {launch.mpirun, "-np", std::to_string(launch.ranks), "--mca", "ras", "^slurm",
+                                  "--mca", "plm", "^slurm", "--ompi-server", "file:" + launch.uri_file};
+  if (launch.oversubscribe) cmd.push_back("--oversubscribe");
+  cmd.insert(cmd.end(), launch.rank_shim.begin(), launch.rank_shim.end());
+  cmd.insert(cmd.end(), launch.program.begin(), launch.program.end());
+  return cmd;
+}
+
+bool RanksOutsideLauncher() { return false; }
+
+void AwaitServerIdle(pid_t /*server*/, double /*max_s*/) {}
+
+void RemoveLaunchFiles(const std::vector<std::string>& /*server_command*/) {}
+
+void StandInCommand(const std::string& uri_file, std::vector<std::string>* /*argv*/, std::vector<std::string>* env) {
+  // A singleton of its own that reaches the job's ompi-server.
+  env->push_back("OMPI_MCA_pmix_server_uri=file:" + uri_file);
+}
+
+}  // namespace elastic::mpi::stack

@@ -1,0 +1,123 @@
+// The MPI stack adapter for Open MPI 5.x (mpi_stack.h): the job's PRRTE DVM is the rendezvous.
+// Open MPI 5 has no ompi-server, and two separately started mpiruns hang for ever in
+// connect/accept; processes launched by one DVM publish, look up, connect/accept and merge
+// (docs/interfaces.md section 6, "The rendezvous on Open MPI 5"). So the leader's launcher starts
+// `prte` in the foreground, its URI file is the job's rendezvous URI, and every group's ranks (the
+// base job's node groups and every joining group), and the accept's stand-in, are launched into it
+// with `mpirun --dvm file:URI`, which carries the launcher's environment to the ranks.
+#include "mpi_stack.h"
+
+#include <ftw.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string_view>
+#include <thread>
+
+namespace elastic::mpi::stack {
+
+namespace {
+
+bool Set(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' && std::string_view(v) != "0";
+}
+
+// The DVM's placement: every group is one job of the DVM on this node, so the DVM's own slot count
+// (the node's cores) is not the job's; ranks yield and are not bound when the node is oversubscribed.
+void Placement(bool oversubscribe, std::vector<std::string>* cmd) {
+  cmd->insert(cmd->end(), {"--map-by", ":OVERSUBSCRIBE"});
+  if (oversubscribe) cmd->insert(cmd->end(), {"--bind-to", "none"});
+}
+
+// This node as the DVM names it: the host name without its domain (PRRTE's default).
+std::string ThisNode() {
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0) return "localhost";
+  std::string node = name;
+  if (const auto dot = node.find('.'); dot != std::string::npos && dot > 0) node.resize(dot);
+  return node;
+}
+
+// A session directory of its own for a PRRTE process (the DVM, or an mpirun --dvm): PRRTE names
+// it by host and pid under /tmp, and one left by a process that was killed (SIGKILL) makes a later
+// prte or mpirun with the same pid fail ("prte_session_dir failed"), which pid namespaces
+// (containers) make likely. RemoveLaunchFiles deletes it afterwards.
+void OwnSessionDir(std::vector<std::string>* cmd) {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string dir = std::string(tmp != nullptr && *tmp == '/' ? tmp : "/tmp") + "/elastic-dvm.XXXXXX";
+  if (mkdtemp(dir.data()) != nullptr) cmd->insert(cmd->end(), {"--tmpdir", dir});
+}
+
+}  // namespace
+
+const char* RendezvousKind() { return "prte-dvm"; }
+
+const char* DefaultServerProgram() { return "prte"; }
+
+std::vector<std::string> ServerCommand(const std::string& program, const std::string& uri_file,
+                                       const std::string& itf) {
+  std::vector<std::string> cmd = {program, "--report-uri", uri_file};
+  OwnSessionDir(&cmd);
+  // The same consent to running as root that Open MPI's mpirun takes from its environment.
+  if (Set("OMPI_ALLOW_RUN_AS_ROOT") && Set("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM")) cmd.push_back("--allow-run-as-root");
+  if (!itf.empty()) cmd.insert(cmd.end(), {"--prtemca", "oob_tcp_if_include", itf});
+  return cmd;
+}
+
+std::vector<std::string> GroupCommand(const GroupLaunch& launch, std::vector<std::string>* env) {
+  // Fault tolerance (ULFM) on, unless the site says otherwise: without it Open MPI 5's ob1 ends
+  // the whole process ("An error occurred in Socket closed ... on a NULL communicator") when any
+  // process it was ever connected to exits, even after MPI_Comm_disconnect, so a refused joiner
+  // (bad token) or a joiner that dies took the running world down with it. With it the runtime
+  // sees MPI_ERR_PROC_FAILED instead (docs/interfaces.md section 5).
+  if (std::getenv("OMPI_MCA_mpi_ft_enable") == nullptr) env->push_back("OMPI_MCA_mpi_ft_enable=1");
+  // On this node: a DVM launches only on nodes it owns, and a group on a node that is not the
+  // DVM's fails to start ("All nodes which are allocated for this job are already filled", exit
+  // 77) instead of running elsewhere (docs/interfaces.md section 5).
+  std::vector<std::string> cmd = {launch.mpirun, "--dvm", "file:" + launch.uri_file, "-n",
+                                  std::to_string(launch.ranks), "--host",
+                                  ThisNode() + ":" + std::to_string(launch.ranks)};
+  OwnSessionDir(&cmd);
+  Placement(launch.oversubscribe, &cmd);
+  cmd.insert(cmd.end(), launch.rank_shim.begin(), launch.rank_shim.end());
+  cmd.insert(cmd.end(), launch.program.begin(), launch.program.end());
+  return cmd;
+}
+
+bool RanksOutsideLauncher() { return true; }
+
+void AwaitServerIdle(pid_t server, double max_s) {
+  // The DVM's processes on this node are its children (the ranks of every group launched here).
+  const std::string children = "/proc/" + std::to_string(server) + "/task/" + std::to_string(server) + "/children";
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(max_s);
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::ifstream in(children);
+    std::string any;
+    if (!in || !(in >> any)) break;  // none left (or no such process)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // their mpiruns hear of the end
+}
+
+void RemoveLaunchFiles(const std::vector<std::string>& server_command) {
+  for (std::size_t i = 0; i + 1 < server_command.size(); ++i) {
+    if (server_command[i] != "--tmpdir") continue;
+    const std::string& dir = server_command[i + 1];
+    // Depth first, without following links: what the DVM left under its own directory.
+    nftw(dir.c_str(), [](const char* path, const struct stat*, int, struct FTW*) { return remove(path); }, 16,
+         FTW_DEPTH | FTW_PHYS);
+  }
+}
+
+void StandInCommand(const std::string& uri_file, std::vector<std::string>* argv, std::vector<std::string>* /*env*/) {
+  std::vector<std::string> cmd = {"mpirun", "--dvm", "file:" + uri_file, "-n", "1"};
+  Placement(true, &cmd);
+  cmd.insert(cmd.end(), argv->begin(), argv->end());
+  *argv = std::move(cmd);
+}
+
+}  // namespace elastic::mpi::stack

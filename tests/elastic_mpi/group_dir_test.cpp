@@ -1,0 +1,92 @@
+// The group directory of ranks the launcher does not start itself (elastic_mpi/launch/group_dir.h):
+// the launcher's environment as the rank shim adopts it, and signals through the recorded pids.
+#include "group_dir.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+namespace {
+
+class GroupDirTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/elastic-group-dir-test.XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    base_ = tmpl;
+    dir_ = base_ + "/group.1";
+  }
+  void TearDown() override {
+    elastic::launch::RemoveGroupDir(dir_);
+    rmdir(base_.c_str());
+  }
+  std::string base_;
+  std::string dir_;
+};
+
+std::string Get(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? "<unset>" : v;
+}
+
+TEST_F(GroupDirTest, TheShimAdoptsTheLaunchersEnvironmentAndKeepsTheDvmsOwn) {
+  setenv("ELASTIC_GD_KEPT", "launcher", 1);
+  setenv("ELASTIC_GD_UNSET", "stale", 1);
+  setenv("SLURM_STEP_ID", "3", 1);
+  setenv("OMPI_MCA_gd_from_launcher", "lo", 1);
+  ASSERT_TRUE(elastic::launch::WriteGroupDir(
+      dir_, {"ELASTIC_GD_NEW=a=b\nsecond line", "ELASTIC_GD_UNSET", "ELASTIC_GD_KEPT=changed"}));
+  struct stat st {};
+  ASSERT_EQ(stat(dir_.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+
+  // What the DVM's daemon gives the rank: its identity and the DVM's own environment.
+  setenv("PMIX_RANK", "1", 1);
+  setenv("OMPI_COMM_WORLD_LOCAL_RANK", "1", 1);
+  setenv("ELASTIC_GD_FROM_DVM", "leader's", 1);
+  setenv("ELASTIC_GD_KEPT", "dvm", 1);
+  unsetenv("OMPI_MCA_gd_from_launcher");
+  ASSERT_TRUE(elastic::launch::AdoptGroupDir(dir_));
+  EXPECT_EQ(Get("ELASTIC_GD_NEW"), "a=b\nsecond line");
+  EXPECT_EQ(Get("ELASTIC_GD_KEPT"), "changed");
+  EXPECT_EQ(Get("ELASTIC_GD_UNSET"), "<unset>");
+  EXPECT_EQ(Get("ELASTIC_GD_FROM_DVM"), "<unset>");  // not the launcher's: gone
+  EXPECT_EQ(Get("SLURM_STEP_ID"), "<unset>");        // never carried to ranks
+  EXPECT_EQ(Get("PMIX_RANK"), "1");                  // the DVM's, kept
+  EXPECT_EQ(Get("OMPI_COMM_WORLD_LOCAL_RANK"), "1");
+  EXPECT_EQ(Get("OMPI_MCA_gd_from_launcher"), "lo");  // the launcher's Open MPI setting, carried
+  // The rank's pid is recorded.
+  EXPECT_TRUE(std::ifstream(dir_ + "/" + std::to_string(getpid())).good());
+  unsetenv("PMIX_RANK");
+  unsetenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  unsetenv("ELASTIC_GD_NEW");
+  unsetenv("ELASTIC_GD_KEPT");
+}
+
+TEST_F(GroupDirTest, SignalsReachTheRecordedRanks) {
+  ASSERT_TRUE(elastic::launch::WriteGroupDir(dir_, {}));
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    pause();
+    _exit(0);
+  }
+  std::ofstream(dir_ + "/" + std::to_string(child)).flush();
+  elastic::launch::SignalGroup(dir_, SIGUSR2);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  EXPECT_EQ(WTERMSIG(status), SIGUSR2);
+}
+
+TEST_F(GroupDirTest, AMissingDirectoryIsAnError) {
+  EXPECT_FALSE(elastic::launch::AdoptGroupDir(base_ + "/no-such-group"));
+}
+
+}  // namespace

@@ -133,7 +133,7 @@ RecordedSnapshot TwoTypesOneJob(int64_t samples_left) {
   job["samples_done"] = 1000000 - samples_left;
   snap.jobs[0].gpus = 2;
   snap.jobs[0].request_type = "";
-  for (auto& n : snap.nodes) n.gpus_used = n.gpu_type == job["gpu_type"] ? 2 : 0;
+  for (auto& n : snap.nodes) n.gpus_used = n.gpu_type == job["gpu_type"].get<std::string>() ? 2 : 0;
   return snap;
 }
 

@@ -18,6 +18,22 @@ SGD_DEFAULTS = {"lr": 0.01, "momentum": 0.0, "weight_decay": 0.0}
 ADAM_DEFAULTS = {"lr": 1e-3, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.0}
 
 
+_SGD_RECORDS_EMPTY_BUFFERS = None
+
+
+def _sgd_records_empty_buffers():
+    """Whether the installed torch.optim.SGD without momentum keeps a state entry per parameter
+    (momentum_buffer None: torch 1.x) or none (torch 2.x); asked of torch itself, once."""
+    global _SGD_RECORDS_EMPTY_BUFFERS
+    if _SGD_RECORDS_EMPTY_BUFFERS is None:
+        p = torch.zeros(1, requires_grad=True)
+        p.grad = torch.ones(1)
+        opt = torch.optim.SGD([p], lr=0.1)
+        opt.step()
+        _SGD_RECORDS_EMPTY_BUFFERS = len(opt.state_dict()["state"]) > 0
+    return _SGD_RECORDS_EMPTY_BUFFERS
+
+
 def _check_hparams(hparams, defaults, kind):
     out = []
     for i, h in enumerate(hparams):
@@ -96,7 +112,9 @@ class _FusedOptimizer:
         state = {}
         for n, s in enumerate(self.state):
             if s:
-                state[n] = self._trial_state(s, i)
+                entry = self._trial_state(s, i)
+                if entry is not None:
+                    state[n] = entry
         group = self._torch_group(self.hparams[i])
         group["params"] = list(range(len(self.params)))
         return {"state": state, "param_groups": [group]}
@@ -155,8 +173,11 @@ class FusedSGD(_FusedOptimizer):
     def _trial_state(self, s, i):
         if "momentum_buffer" not in s:
             return {}
-        # torch keeps no buffer for a parameter group without momentum
-        return {"momentum_buffer": None if self.hparams[i]["momentum"] == 0 else s["momentum_buffer"][i].clone()}
+        if self.hparams[i]["momentum"] == 0:
+            # torch keeps no buffer for a parameter group without momentum: torch 1.x records
+            # momentum_buffer None per parameter, torch 2.x no state for the parameter at all.
+            return {"momentum_buffer": None} if _sgd_records_empty_buffers() else None
+        return {"momentum_buffer": s["momentum_buffer"][i].clone()}
 
     @staticmethod
     def _stateless(h):

@@ -218,6 +218,11 @@ std::vector<std::string> TorchEnvironment(const TorchWorld* world, int local_wor
       // torchrun's agent serves the store itself and tells the ranks so; here rank 0 serves it.
       "TORCHELASTIC_USE_AGENT_STORE",
   };
+  // PyTorch 2.4 and later serve env://'s TCPStore with libuv unless USE_LIBUV=0, and fail where
+  // PyTorch was built without it (Debian 13's 2.6: "use_libuv was requested but PyTorch was
+  // build without libuv support"); the store without libuv is in every release. The job's own
+  // USE_LIBUV wins.
+  if (std::getenv("USE_LIBUV") == nullptr) env.push_back("USE_LIBUV=0");
   if (local_rank >= 0) env.push_back(Var(kLocalRank, std::to_string(local_rank)));
   if (world == nullptr) {
     for (const char* name : {kRank, kRoleRank, kWorldSize, kRoleWorldSize, kGroupRank, kGroupWorldSize, kMasterAddr,

@@ -8,6 +8,8 @@
 #include "mpi_stack.h"
 
 #include <ftw.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -42,6 +44,18 @@ std::string ThisNode() {
   return node;
 }
 
+// Whether the network interface of that name is a loopback interface.
+bool IsLoopback(const std::string& itf) {
+  struct ifaddrs* all = nullptr;
+  if (getifaddrs(&all) != 0) return false;
+  bool loopback = false;
+  for (const struct ifaddrs* a = all; a != nullptr; a = a->ifa_next) {
+    if (a->ifa_name != nullptr && itf == a->ifa_name && (a->ifa_flags & IFF_LOOPBACK) != 0) loopback = true;
+  }
+  freeifaddrs(all);
+  return loopback;
+}
+
 // A session directory of its own for a PRRTE process (the DVM, or an mpirun --dvm): PRRTE names
 // it by host and pid under /tmp, and one left by a process that was killed (SIGKILL) makes a later
 // prte or mpirun with the same pid fail ("prte_session_dir failed"), which pid namespaces
@@ -64,7 +78,15 @@ std::vector<std::string> ServerCommand(const std::string& program, const std::st
   OwnSessionDir(&cmd);
   // The same consent to running as root that Open MPI's mpirun takes from its environment.
   if (Set("OMPI_ALLOW_RUN_AS_ROOT") && Set("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM")) cmd.push_back("--allow-run-as-root");
-  if (!itf.empty()) cmd.insert(cmd.end(), {"--prtemca", "oob_tcp_if_include", itf});
+  // The site's interface for the rendezvous, unless it is the loopback: PRRTE 3 takes loopback
+  // for a DVM on one node by itself, and drops it from its interfaces as soon as the job spans
+  // several nodes, so that a DVM told to use only loopback there refuses to start ("no available
+  // interfaces"); the ranks' own traffic keeps the interface the job names (OMPI_MCA_btl_*).
+  if (!itf.empty() && !IsLoopback(itf)) cmd.insert(cmd.end(), {"--prtemca", "oob_tcp_if_include", itf});
+  // Inside a Slurm job the DVM reads the job's nodes from Slurm and starts its daemon on each of
+  // the others with srun; the launchers' own step already holds the nodes' CPUs, so that srun
+  // must overlap it (without --overlap it waits for CPUs that never come free).
+  cmd.insert(cmd.end(), {"--prtemca", "plm_slurm_args", "--overlap"});
   return cmd;
 }
 

@@ -28,7 +28,7 @@ DUMP = ("import json, os; print('ENV ' + json.dumps({k: v for k, v in os.environ
         "'RANK', 'LOCAL_RANK', 'WORLD_SIZE', 'LOCAL_WORLD_SIZE', 'GROUP_RANK', 'GROUP_WORLD_SIZE', 'ROLE_RANK', "
         "'ROLE_WORLD_SIZE', 'ROLE_NAME', 'MASTER_ADDR', 'MASTER_PORT', 'TORCHELASTIC_RESTART_COUNT', "
         "'TORCHELASTIC_MAX_RESTARTS', 'TORCHELASTIC_RUN_ID', 'TORCHELASTIC_USE_AGENT_STORE', "
-        "'ELASTIC_LOCAL_RANK')}, sort_keys=True), flush=True)")
+        "'ELASTIC_LOCAL_RANK', 'USE_LIBUV')}, sort_keys=True), flush=True)")
 failures = []
 started = []  # every launcher, stopped on the way out
 
@@ -79,7 +79,7 @@ def checks(launcher, work):
     run_dir = os.path.join(work, "run")
     base = dict(os.environ, ELASTIC_JOB_ID=f"torchenv{os.getpid()}", ELASTIC_NODE_GROUPS="2",
                 TORCHELASTIC_USE_AGENT_STORE="True")  # must not reach the ranks: rank 0 serves the store
-    for k in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE"):
+    for k in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "USE_LIBUV"):
         base.pop(k, None)
 
     # Two node groups, 2 + 1 ranks.
@@ -106,6 +106,7 @@ def checks(launcher, work):
               f"rank {rank}: TORCHELASTIC_RESTART_COUNT and _MAX_RESTARTS 0")
         check("TORCHELASTIC_USE_AGENT_STORE" not in r, f"rank {rank}: no TORCHELASTIC_USE_AGENT_STORE")
         check(r.get("ROLE_NAME") == "default", f"rank {rank}: ROLE_NAME default")
+        check(r.get("USE_LIBUV") == "0", f"rank {rank}: USE_LIBUV=0 (env:// without libuv, in every PyTorch)")
     masters = {(r.get("MASTER_ADDR"), r.get("MASTER_PORT")) for r in every}
     check(len(masters) == 1, f"one MASTER_ADDR:MASTER_PORT for all ranks ({masters})")
     addr, port = next(iter(masters))

@@ -328,10 +328,16 @@ void Controller::Grow(ElasticJob& job, const PlanInput& in, int current, int tar
   int step = static_cast<int>(job.Spec().GpuStep());
   auto& order = free.by_free[job.gpu_type];
   nlohmann::json groups = nlohmann::json::array();
-  std::vector<std::pair<int, std::string>> skipped;  // nodes with fewer free GPUs than a step
+  std::vector<std::pair<int, std::string>> skipped;  // nodes with fewer free GPUs than a step, or not the job's
+  const auto own = in.own_nodes_only.find(job.id);
+  if (own != in.own_nodes_only.end()) d["grows_onto"] = "job_nodes";
   while (need > 0 && !order.empty()) {
     auto [neg_free, node] = *order.begin();
     order.erase(order.begin());
+    if (own != in.own_nodes_only.end() && !own->second.count(node)) {  // its runtime cannot start ranks there
+      skipped.push_back({neg_free, node});
+      continue;
+    }
     int node_free = -neg_free;
     int take = std::min(node_free, need) / step * step;
     if (take <= 0) {

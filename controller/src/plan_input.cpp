@@ -167,7 +167,20 @@ PlanInput BuildPlanInput(const Registry& registry, const std::vector<NodeInfo>& 
       may_grow = false;
       in.finishing[id] = *left;
     }
-    const int max_gpus = MaxGpus(job, planned, account_ext[job.account], config);
+    int max_gpus = MaxGpus(job, planned, account_ext[job.account], config);
+    if (job.GrowsOnOwnNodesOnly()) {
+      auto info = info_by_id.find(id);
+      std::set<std::string> own;
+      if (info != info_by_id.end()) own.insert(info->second->node_names.begin(), info->second->node_names.end());
+      int held = 0;  // the job's GPU type on those nodes, all of it (the job's own GPUs included)
+      for (const auto& name : own) {
+        auto nit = in.node_by_name.find(name);
+        if (nit == in.node_by_name.end()) continue;
+        for (const auto& t : nit->second->Types()) held += t.type == job.gpu_type ? t.gpus : 0;
+      }
+      max_gpus = std::max(planned, std::min(max_gpus, held));
+      in.own_nodes_only[id] = std::move(own);
+    }
     int gpn = in.GpusPerNode(job.gpu_type);
     if (frozen) {
       oj.max_gpus = planned;

@@ -24,6 +24,9 @@ struct PlanInput {
   std::map<std::string, int> capacity;       // GPUs per type elastic work and pending jobs may use
   std::map<std::string, int> gpus_per_node;  // the largest node of each GPU type
   std::map<std::string, const NodeInfo*> node_by_name;
+  // Jobs that grow on their own nodes only (ElasticJob::GrowsOnOwnNodesOnly): those nodes. Their
+  // largest size in the plan is what those nodes hold of the job's GPU type.
+  std::map<uint32_t, std::set<std::string>> own_nodes_only;
   std::vector<uint32_t> elastic_order;        // the registry's running jobs, in snapshot order
   std::set<uint32_t> frozen_jobs;             // elastic jobs that may not change this epoch
   std::map<uint32_t, double> finishing;       // jobs not grown because they are about to finish: time left

@@ -37,7 +37,7 @@ struct ElasticJob {
   nlohmann::json spec = nlohmann::json::object();  // gpus_min, gpus_max, gpu_step, batch_*, lr_scaling, model
   std::string state = "running";                   // running | ended | moving (requeued by elasticd for a move)
   std::string init_token;
-  nlohmann::json launcher;  // argv, cwd, env, rendezvous_uri, topology (null until the launcher reported)
+  nlohmann::json launcher;  // argv, cwd, env, rendezvous_uri, topology, grows_onto (null until the launcher reported)
   bool paused = false;
   double registered_at = 0;
   double last_rescale_at = 0;
@@ -93,6 +93,11 @@ struct ElasticJob {
   static ElasticJob FromJson(const nlohmann::json& j);
   // The stored `spec` as the job contract reads it (tolerant: a missing or mistyped key is absent).
   contract::JobSpec Spec() const { return contract::JobSpec::FromJson(spec); }
+  // Its runtime can add ranks only on the nodes of its own allocation (the launcher said
+  // "grows_onto": "job_nodes": Open MPI 5's DVM); extensions then go to those nodes only.
+  bool GrowsOnOwnNodesOnly() const {
+    return launcher.is_object() && launcher.value("grows_onto", "any_node") == "job_nodes";
+  }
 };
 
 // An extension's life: submitting (the intent, before Slurm knows it) -> submitted (released in

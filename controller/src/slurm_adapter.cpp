@@ -60,6 +60,7 @@ JobInfo FromRecord(const slurm_job_info_t& j) {
   job.name = Str(j.name);
   job.admin_comment = Str(j.admin_comment);
   job.nodes = Str(j.nodes);
+  job.node_names = slurm_api::NodeNames(j.nodes);
   switch (j.job_state & JOB_STATE_BASE) {
     case JOB_PENDING: job.state = SlurmJobState::kPending; break;
     case JOB_RUNNING: job.state = SlurmJobState::kRunning; break;

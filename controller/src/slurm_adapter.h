@@ -64,6 +64,7 @@ struct JobInfo {
   std::string name;
   std::string admin_comment;
   std::string nodes;       // allocated nodes (hostlist), running jobs
+  std::vector<std::string> node_names;  // the same, one name each
   SlurmJobState state = SlurmJobState::kEnded;
   bool held = false;       // pending with priority 0
   bool waits_for_resources = false;  // pending only for lack of resources (or priority)

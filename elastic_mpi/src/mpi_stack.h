@@ -43,6 +43,13 @@ void AwaitServerIdle(pid_t server, double max_s);
 // for it (Open MPI 5: the private session directory of the DVM, of the group's mpirun --dvm).
 void RemoveLaunchFiles(const std::vector<std::string>& server_command);
 
+// Whether a group's ranks can start on any node the job is given (Open MPI 4: every group is MPI
+// singletons of its own node, joined through ompi-server) or only on the nodes of the job's own
+// allocation (Open MPI 5: the nodes its DVM was started on; PRRTE 3 cannot add a node to a DVM,
+// docs/interfaces.md section 5). elasticd extends a job of the second kind only on its own nodes
+// (the launcher reports it: `launcher` message, "grows_onto").
+bool ReachesAnyNode();
+
 // One node group's ranks.
 struct GroupLaunch {
   std::string mpirun;                 // mpirun to use (--mpirun)

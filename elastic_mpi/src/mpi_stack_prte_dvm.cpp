@@ -112,6 +112,8 @@ std::vector<std::string> GroupCommand(const GroupLaunch& launch, std::vector<std
 
 bool RanksOutsideLauncher() { return true; }
 
+bool ReachesAnyNode() { return false; }
+
 void AwaitServerIdle(pid_t server, double max_s) {
   // The DVM's processes on this node are its children (the ranks of every group launched here).
   const std::string children = "/proc/" + std::to_string(server) + "/task/" + std::to_string(server) + "/children";

@@ -17,9 +17,14 @@
 //    LoadJob, KillJob, RequeueJob, SetJobId, SubmittedJobId and FreeConf below hide it. (Checked against
 //    24.11 and 26.05 only: the change lies between them, the 26.05 side is taken for any later
 //    release.)
+//  - hostlist_t is a pointer type in 22.05 and the struct itself from 23.11 (the slurm_hostlist_*
+//    functions take `hostlist_t *`): NodeNames below never names it.
 #pragma once
 
 #include <cerrno>
+#include <cstdlib>
+#include <string>
+#include <vector>
 
 extern "C" {
 #include <slurm/slurm.h>
@@ -101,6 +106,20 @@ inline void FreeConf(slurm_conf_t* conf) {
 #else
   slurm_free_ctl_conf(conf);
 #endif
+}
+
+// The node names of a Slurm host list ("n[1-3],gpu07": n1, n2, n3, gpu07), in its order.
+inline std::vector<std::string> NodeNames(const char* hostlist) {
+  std::vector<std::string> names;
+  if (hostlist == nullptr || *hostlist == '\0') return names;
+  auto* hl = slurm_hostlist_create(hostlist);
+  if (hl == nullptr) return names;
+  while (char* host = slurm_hostlist_shift(hl)) {
+    names.emplace_back(host);
+    std::free(host);
+  }
+  slurm_hostlist_destroy(hl);
+  return names;
 }
 
 }  // namespace elastic::slurm_api

@@ -1,0 +1,72 @@
+// A job whose runtime can start ranks only on the nodes of its own allocation (Open MPI 5's DVM:
+// the launcher reports "grows_onto": "job_nodes") is extended only there, and the plan does not
+// give it more than those nodes hold; a job that reports nothing grows onto any node.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+#include "controller.h"
+#include "db.h"
+#include "snapshot.h"
+
+namespace elastic::controller {
+namespace {
+
+// Two nodes of 4 GPUs; one elastic job at 1 GPU (up to 8) on the first, the second node idle.
+RecordedSnapshot OneJobTwoNodes(const char* grows_onto) {
+  RecordedSnapshot snap = GenerateSnapshot(2, 4, 1, 1, 0, 3);
+  EXPECT_EQ(snap.registry.size(), 1u);
+  snap.registry[0]["base_gpus"] = 1;
+  snap.registry[0]["spec"]["gpus_min"] = 1;
+  snap.registry[0]["spec"]["gpus_max"] = 8;
+  if (grows_onto != nullptr) snap.registry[0]["launcher"]["grows_onto"] = grows_onto;
+  snap.jobs[0].gpus = 1;
+  snap.jobs[0].nodes = snap.nodes[0].name;
+  snap.jobs[0].node_names = {snap.nodes[0].name};
+  snap.nodes[0].gpus_used = 1;
+  snap.nodes[1].gpus_used = 0;
+  return snap;
+}
+
+nlohmann::json Decision(const RecordedSnapshot& snap) {
+  auto db = Database::Open(":memory:");
+  EXPECT_TRUE(db.ok());
+  SeedRegistry(*db.value(), snap.registry);
+  ControllerConfig cfg;
+  cfg.min_rescale_interval_s = 0;
+  cfg.fit_budget_ms = 600000;  // every model fitted in the first epoch, however slow the build
+  Controller ctl(cfg, std::move(db).value(), nullptr);
+  EpochResult r = ctl.Epoch(snap.nodes, snap.jobs, /*dry_run=*/true);
+  EXPECT_EQ(r.plan["decisions"].size(), 1u) << r.plan.dump();
+  return r.plan["decisions"][0];
+}
+
+std::set<std::string> GroupNodes(const nlohmann::json& d) {
+  std::set<std::string> nodes;
+  for (const auto& g : d.value("groups", nlohmann::json::array())) nodes.insert(g["node"].get<std::string>());
+  return nodes;
+}
+
+TEST(OwnNodesGrowthTest, AJobOnItsOwnNodesOnlyGrowsThereAndNoFurther) {
+  RecordedSnapshot snap = OneJobTwoNodes("job_nodes");
+  const nlohmann::json d = Decision(snap);
+  ASSERT_EQ(d["action"], "grow") << d.dump();
+  EXPECT_EQ(d["target"], 4) << "the plan offers no more than the job's own node holds: " << d.dump();
+  EXPECT_EQ(d["grows_onto"], "job_nodes");
+  EXPECT_EQ(GroupNodes(d), std::set<std::string>{snap.nodes[0].name}) << d.dump();
+}
+
+TEST(OwnNodesGrowthTest, AJobThatGrowsAnywhereUsesTheOtherNode) {
+  for (const char* grows_onto : {"any_node", static_cast<const char*>(nullptr)}) {
+    RecordedSnapshot snap = OneJobTwoNodes(grows_onto);
+    const nlohmann::json d = Decision(snap);
+    ASSERT_EQ(d["action"], "grow") << d.dump();
+    EXPECT_EQ(d["target"], 8) << d.dump();
+    EXPECT_FALSE(d.contains("grows_onto"));
+    EXPECT_EQ(GroupNodes(d), (std::set<std::string>{snap.nodes[0].name, snap.nodes[1].name})) << d.dump();
+  }
+}
+
+}  // namespace
+}  // namespace elastic::controller

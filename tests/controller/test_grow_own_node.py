@@ -1,0 +1,46 @@
+"""A job grows on its own node through an extension job, on either MPI stack: at 1 GPU of a node
+with 4, elasticd extends it to 4 and its ranks join the running world. Where the runtime can
+start ranks only on the nodes of the job's own allocation (Open MPI 5: the job's PRRTE DVM; the
+launcher reports "grows_onto": "job_nodes") every extension runs on the job's own node and the
+job is never planned beyond what that node holds; with Open MPI 4 an extension may go to any node."""
+
+import os
+import re
+import subprocess
+import unittest
+
+from clustertest import job_workdir, read, run, wait_job
+from e2e import LAUNCH, ElasticdTestCase, extension_jobs, gpus_of, status, submit_trainer, wait_until
+
+
+def own_nodes_only():
+    """Whether this build's runtime reaches only the job's own nodes (the rendezvous named by
+    elastic-launch --help: prte-dvm)."""
+    out = subprocess.run([LAUNCH, "--help"], capture_output=True, text=True, check=False).stdout
+    return "prte-dvm" in out
+
+
+def nodes_of(job):
+    return run(["squeue", "-h", "-j", str(job), "-o", "%N", "--states=all"]).stdout.strip()
+
+
+class GrowOwnNodeTest(ElasticdTestCase):
+    def test_a_job_grows_on_its_own_node(self):
+        job, wd = submit_trainer("own-node", gpus=1, max_gpus=4, gpu_type="a100", epochs=100)
+        self.jobs.append(job)
+        wait_until(lambda: status().get(job, {}).get("metrics_received", 0) > 0, 90, "the job's first step")
+        parent_node = nodes_of(job)
+        wait_until(lambda: gpus_of(job) == 4, 90, "the job at 4 GPUs")
+        exts = extension_jobs(job)
+        self.assertTrue(exts, "no extension job")
+        if own_nodes_only():
+            for ext, _state, _user, _account in exts:
+                self.assertEqual(nodes_of(ext), parent_node, f"extension {ext} ran outside the job's node")
+        # The ranks joined the running world: the program says so, then trains on to the end.
+        wait_until(lambda: re.search(r"join at step \d+: \d -> 4 ranks", read(os.path.join(wd, f"job-{job}.out"))),
+                   60, "the join in the job's output")
+        self.assertEqual(wait_job(job, timeout=240), "COMPLETED", read(os.path.join(wd, f"job-{job}.out"))[-2000:])
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

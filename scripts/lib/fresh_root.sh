@@ -82,6 +82,25 @@ fresh_base() {
   echo "$base"
 }
 
+# fresh_enter ROOT PORT_BASE COMMAND: runs COMMAND (bash -c) as root inside ROOT, with its own
+# PID and mount namespaces (every process it starts ends with it; its mounts go with it), /proc,
+# /sys (with /sys/fs/cgroup, which slurmd needs) and /dev of the host, a new /dev/shm and /run, a
+# clean environment, and ELASTIC_CLUSTER_PORT_BASE=PORT_BASE for its local cluster. Also used by
+# the benchmark that compares the two stacks (tests/elastic_mpi/stacks_bench.sh).
+fresh_enter() {
+  unshare --pid --fork --kill-child --mount --propagation private -- /bin/bash -c '
+    set -e
+    root=$1
+    mount -t proc proc "$root/proc"
+    mount --rbind /sys "$root/sys"
+    mount --rbind /dev "$root/dev"
+    mount -t tmpfs -o mode=1777 tmpfs "$root/dev/shm"
+    mount -t tmpfs -o mode=755 tmpfs "$root/run"
+    exec chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb \
+      PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+      ELASTIC_CLUSTER_PORT_BASE="$2" /bin/bash -c "$3"' fresh "$@"
+}
+
 # Every process whose root directory is ROOT (a process the check started that survived it).
 fresh_processes_in() {
   local root=$1 p
@@ -162,17 +181,7 @@ SH
   fail_step "fresh-root: the set-up and the unit tests inside the root"
   status=0
   timeout --kill-after=30 "$FRESH_TIMEOUT" \
-    unshare --pid --fork --kill-child --mount --propagation private -- /bin/bash -c '
-      set -e
-      root=$1
-      mount -t proc proc "$root/proc"
-      mount --rbind /sys "$root/sys"        # with /sys/fs/cgroup, which slurmd needs
-      mount --rbind /dev "$root/dev"
-      mount -t tmpfs -o mode=1777 tmpfs "$root/dev/shm"
-      mount -t tmpfs -o mode=755 tmpfs "$root/run"
-      exec chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb \
-        PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-        ELASTIC_CLUSTER_PORT_BASE="$2" /root/fresh-check.sh' fresh "$root" "$FRESH_PORT_BASE" \
+    bash -c "$(declare -f fresh_enter); fresh_enter \"\$@\"" fresh "$root" "$FRESH_PORT_BASE" /root/fresh-check.sh \
     > "$log" 2>&1 < /dev/null || status=$?
   # Show the phases and the outcome; the whole log stays in $work when the check failed.
   grep -E '^fresh-root: |^(demo|bootstrap|cluster|test): |^==> |^E: |tests passed|tests failed' "$log" \

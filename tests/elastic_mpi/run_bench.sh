@@ -10,7 +10,7 @@
 # so Open MPI connects ranks on different ones over TCP, loopback here, as across hosts, and knows
 # the world spans two nodes). The merged world: 2 ranks launched on the first node, 2 spawned onto
 # the second (the free slots); the launched world: 2 ranks on each. The two are measured in turn,
-# ROUNDS pairs (ELASTIC_BENCH_ROUNDS, default 3), and compared by their medians, so that a burst
+# ROUNDS pairs (ELASTIC_BENCH_ROUNDS, default 5), and compared by their medians, so that a burst
 # of load on the shared cores does not decide the ratio. The launched world on one node (all
 # shared memory) is printed for information only: ranks of different launches never share memory
 # (Open MPI 4.1 and 5 alike), so no merged world can match it on one host. The rescale cases
@@ -18,7 +18,7 @@
 # Usage: run_bench.sh MPIEXEC BIN_DIR
 set -uo pipefail
 mpiexec=$1 bin=$2
-rounds=${ELASTIC_BENCH_ROUNDS:-3}
+rounds=${ELASTIC_BENCH_ROUNDS:-5}
 here=$(cd "$(dirname "$0")" && pwd)
 major=$("$mpiexec" --version 2>/dev/null | sed -n -E 's/.*\(Open MPI\) ([0-9]+).*/\1/p' | head -n 1)
 if [[ ${major:-4} -ge 5 ]]; then
@@ -27,17 +27,20 @@ else
   agent=(--mca plm_rsh_agent "$here/as_node.sh")
 fi
 fail() { echo "run_bench.sh: $*" >&2; exit 1; }
-run() {  # run SECONDS MPIRUN-OPTIONS... -- BENCH-OPTIONS...: the bench's JSON lines
+run() {  # run SECONDS MPIRUN-ARGUMENTS...: the bench's JSON lines
   local limit=$1
   shift
-  timeout -k 10 "$limit" "$mpiexec" --oversubscribe "$@" 2>&1 | grep '^{'
+  timeout -k 10 "$limit" "$mpiexec" "$@" 2>&1 | grep '^{'
 }
 figure() { sed -n -E "s/.*\"$1\": ([0-9.e+-]+).*/\1/p"; }
 median() { printf '%s\n' "$@" | sort -g | sed -n "$(( ($# + 1) / 2 ))p"; }
 
-one_node=$(run 60 -np 4 "$bin/elastic-mpi-bench" --allreduce-only) || fail "the 4-rank world on one node failed"
+one_node=$(run 60 --oversubscribe -np 4 "$bin/elastic-mpi-bench" --allreduce-only) || fail "the 4-rank world on one node failed"
 echo "$one_node"
+# Two slots on each node and no oversubscription: the spawned ranks go to the second node's free
+# slots (Open MPI 5 puts them next to their parents when it may oversubscribe).
 two_nodes=(--map-by ppr:2:node --host elastic-bench-a:2,elastic-bench-b:2 "${agent[@]}")
+unset OMPI_MCA_rmaps_base_oversubscribe
 launched=() merged=()
 for ((i = 0; i < rounds; ++i)); do
   line=$(run 60 -np 4 "${two_nodes[@]}" "$bin/elastic-mpi-bench" --allreduce-only) || fail "the 4-rank world on two nodes failed"
@@ -49,7 +52,7 @@ for ((i = 0; i < rounds; ++i)); do
   [[ $line == *'"nodes": 2'* ]] || fail "the merged world does not span two nodes: no fair comparison"
   merged+=("$(echo "$line" | figure merged_allreduce_s)")
 done
-timeout -k 10 200 "$mpiexec" --oversubscribe -np 2 "$bin/elastic-mpi-bench" \
+OMPI_MCA_rmaps_base_oversubscribe=1 timeout -k 10 200 "$mpiexec" --oversubscribe -np 2 "$bin/elastic-mpi-bench" \
   --launched-allreduce-s "$(median "${launched[@]}")" --merged-allreduce-s "$(median "${merged[@]}")"
 status=$?
 [[ $status -eq 0 ]] || fail "elastic-mpi-bench exited $status (a missed target is named above)"

@@ -5,7 +5,9 @@
 # daemon then runs in a UTS namespace of its own whose host name is HOST, so that Open MPI sees
 # separate nodes: ranks on different ones talk over the network (TCP on loopback here), never
 # through shared memory, as on separate hosts. Root makes the namespace directly; another user
-# through a user namespace (unshare --map-root-user).
+# through a user namespace (unshare --map-root-user), where the daemon is that namespace's root:
+# Open MPI must then be allowed to run as root (OMPI_ALLOW_RUN_AS_ROOT, as the mpi-labelled tests'
+# environment has it).
 set -eu
 host=$1
 shift

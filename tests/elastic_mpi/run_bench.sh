@@ -43,7 +43,8 @@ two_nodes=(--map-by ppr:2:node --host elastic-bench-a:2,elastic-bench-b:2 "${age
 unset OMPI_MCA_rmaps_base_oversubscribe
 launched=() merged=()
 for ((i = 0; i < rounds; ++i)); do
-  line=$(run 60 -np 4 "${two_nodes[@]}" "$bin/elastic-mpi-bench" --allreduce-only) || fail "the 4-rank world on two nodes failed"
+  line=$(run 60 -np 4 "${two_nodes[@]}" "$bin/elastic-mpi-bench" --allreduce-only) ||
+    fail "the 4-rank world on two nodes failed (as_node.sh needs root, or user namespaces: unshare --uts)"
   echo "$line"
   [[ $line == *'"nodes": 2'* ]] || fail "the launched world does not span two nodes: no fair comparison"
   launched+=("$(echo "$line" | figure launched_allreduce_s)")

@@ -19,6 +19,7 @@
 set -uo pipefail
 mpiexec=$1 bin=$2
 rounds=${ELASTIC_BENCH_ROUNDS:-5}
+[[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "run_bench.sh: ELASTIC_BENCH_ROUNDS must be a whole number >= 1, not '$rounds'" >&2; exit 2; }
 here=$(cd "$(dirname "$0")" && pwd)
 major=$("$mpiexec" --version 2>/dev/null | sed -n -E 's/.*\(Open MPI\) ([0-9]+).*/\1/p' | head -n 1)
 if [[ ${major:-4} -ge 5 ]]; then
@@ -26,14 +27,25 @@ if [[ ${major:-4} -ge 5 ]]; then
 else
   agent=(--mca plm_rsh_agent "$here/as_node.sh")
 fi
-fail() { echo "run_bench.sh: $*" >&2; exit 1; }
-run() {  # run SECONDS MPIRUN-ARGUMENTS...: the bench's JSON lines
+errors=$(mktemp /tmp/elastic-run-bench.XXXXXX)
+trap 'rm -f "$errors"' EXIT
+fail() {  # fail WHY: the reason, the failed run's last messages, exit 1
+  echo "run_bench.sh: $*" >&2
+  [[ -s $errors ]] && { echo "run_bench.sh: its last messages:" >&2; tail -n 15 "$errors" >&2; }
+  exit 1
+}
+run() {  # run SECONDS MPIRUN-ARGUMENTS...: the bench's JSON lines (its messages: $errors)
   local limit=$1
   shift
-  timeout -k 10 "$limit" "$mpiexec" "$@" 2>&1 | grep '^{'
+  timeout -k 10 "$limit" "$mpiexec" "$@" 2>"$errors" | grep '^{'
 }
-figure() { sed -n -E "s/.*\"$1\": ([0-9.e+-]+).*/\1/p"; }
-median() { printf '%s\n' "$@" | sort -g | sed -n "$(( ($# + 1) / 2 ))p"; }
+figure() {  # figure KEY: KEY's value on the line read, a positive number, else fail
+  local v
+  v=$(sed -n -E "s/.*\"$1\": ([0-9.e+-]+).*/\1/p")
+  [[ $v =~ ^[0-9.]+(e[+-]?[0-9]+)?$ ]] && awk -v v="$v" 'BEGIN { exit !(v > 0) }' || fail "no positive $1 in the bench's output"
+  echo "$v"
+}
+median() { printf '%s\n' "$@" | sort -g | sed -n "$(( ($# + 1) / 2 ))p"; }  # the lower middle for an even count
 
 one_node=$(run 60 --oversubscribe -np 4 "$bin/elastic-mpi-bench" --allreduce-only) || fail "the 4-rank world on one node failed"
 echo "$one_node"
@@ -47,11 +59,13 @@ for ((i = 0; i < rounds; ++i)); do
     fail "the 4-rank world on two nodes failed (as_node.sh needs root, or user namespaces: unshare --uts)"
   echo "$line"
   [[ $line == *'"nodes": 2'* ]] || fail "the launched world does not span two nodes: no fair comparison"
-  launched+=("$(echo "$line" | figure launched_allreduce_s)")
+  value=$(figure launched_allreduce_s <<<"$line") || exit 1
+  launched+=("$value")
   line=$(run 60 -np 2 "${two_nodes[@]}" "$bin/elastic-mpi-bench" --merged-only) || fail "the merged world (2 + 2 spawned) failed"
   echo "$line"
   [[ $line == *'"nodes": 2'* ]] || fail "the merged world does not span two nodes: no fair comparison"
-  merged+=("$(echo "$line" | figure merged_allreduce_s)")
+  value=$(figure merged_allreduce_s <<<"$line") || exit 1
+  merged+=("$value")
 done
 OMPI_MCA_rmaps_base_oversubscribe=1 timeout -k 10 200 "$mpiexec" --oversubscribe -np 2 "$bin/elastic-mpi-bench" \
   --launched-allreduce-s "$(median "${launched[@]}")" --merged-allreduce-s "$(median "${merged[@]}")"

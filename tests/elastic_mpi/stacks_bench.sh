@@ -29,6 +29,10 @@ root_build=/root/elastic-slurm/build
   echo "stacks_bench.sh: $root has no build in $root_build: make one with scripts/test --fresh trixie --keep-root" >&2
   exit 2
 }
+[[ -x $root/root/elastic-slurm/tests/elastic_mpi/as_node.sh ]] || {
+  echo "stacks_bench.sh: $root holds an older source (no tests/elastic_mpi/as_node.sh, so no fair merged/launched comparison): make a new root" >&2
+  exit 2
+}
 [[ $(id -u) == 0 ]] || { echo "stacks_bench.sh: needs root (it enters $root)" >&2; exit 2; }
 # shellcheck source=../../scripts/lib/fresh_root.sh
 source "$here/../../scripts/lib/fresh_root.sh"

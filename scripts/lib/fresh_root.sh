@@ -10,14 +10,15 @@
 # root has its own PID and mount namespaces: when the check ends, the kernel ends every process
 # it started, and its mounts go with it. It shares the host's network (apt needs Debian's
 # mirror); its cluster uses ports from FRESH_PORT_BASE, apart from the host's suite (16800 for
-# the demo, 26800 for the tests).
+# the demo, 26800 for the tests), and below the kernel's ephemeral ports (from 32768), which any
+# program's connection may take first (a MariaDB on 36800 once found its port taken).
 #
 # Cached between runs: only the bare debootstrap base of each release (no package of the
 # project's), as a tar file in FRESH_CACHE. Everything else is made anew every run and deleted
 # afterwards (unless --keep-root).
 
 FRESH_CACHE=${ELASTIC_FRESH_CACHE:-/var/cache/elastic-slurm/fresh-root}
-FRESH_PORT_BASE=${ELASTIC_FRESH_PORT_BASE:-36800}
+FRESH_PORT_BASE=${ELASTIC_FRESH_PORT_BASE:-21800}
 FRESH_TIMEOUT=${ELASTIC_FRESH_TIMEOUT:-3000}   # seconds for everything inside the root
 # The unit tests after the set-up: the README's build and test lines.
 FRESH_UNIT_TESTS='cmake --preset default && cmake --build --preset default && ctest --test-dir build -L unit'

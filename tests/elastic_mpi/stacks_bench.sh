@@ -66,9 +66,9 @@ stack_run() {
 host_name=$(bash -c "$describe")
 echo "stacks_bench.sh: $host_name: ctest -R '$tests' in $build" >&2
 host_out=$(ctest --test-dir "$build" -R "$tests" -V 2>&1)
-root_name=$(fresh_enter "$root" "${ELASTIC_FRESH_PORT_BASE:-36800}" "$describe" 2>/dev/null)
+root_name=$(fresh_enter "$root" "${ELASTIC_FRESH_PORT_BASE:-21800}" "$describe" 2>/dev/null)
 echo "stacks_bench.sh: $root_name: ctest -R '$tests' in $root$root_build" >&2
-root_out=$(fresh_enter "$root" "${ELASTIC_FRESH_PORT_BASE:-36800}" \
+root_out=$(fresh_enter "$root" "${ELASTIC_FRESH_PORT_BASE:-21800}" \
   "cd /root/elastic-slurm && ctest --test-dir $root_build -R '$tests' -V" 2>&1)
 stack_run "$host_name" "$host_out"
 stack_run "$root_name" "$root_out"

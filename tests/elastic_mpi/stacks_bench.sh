@@ -57,7 +57,7 @@ stack_run() {
   echo "{\"summary\": \"$name\", \"grow1_s\": $(pick grow1 pause_s), \"grow4_s\": $(pick grow4 pause_s)," \
     "\"shrink_s\": $(pick shrink pause_s), \"merged_ratio\": $(pick merged_allreduce ratio)," \
     "\"join_grow1_s\": $(joined grow1_pause_s), \"join_grow4_s\": $(joined grow4_pause_s), \"met\": $met}" \
-    | sed -E 's/: ,/: null,/g; s/: \}/: null}/'
+    | sed -E 's/: ,/: null,/g'
   if [[ $met == false ]]; then
     grep -E 'missed target|FAIL|run_bench.sh:' <<<"$out" | sed "s/^/stacks_bench.sh: $name: /" >&2
   fi
@@ -66,9 +66,9 @@ stack_run() {
 host_name=$(bash -c "$describe")
 echo "stacks_bench.sh: $host_name: ctest -R '$tests' in $build" >&2
 host_out=$(ctest --test-dir "$build" -R "$tests" -V 2>&1)
-root_name=$(fresh_enter "$root" "${ELASTIC_FRESH_PORT_BASE:-21800}" "$describe" 2>/dev/null)
+root_name=$(fresh_enter "$root" "$FRESH_PORT_BASE" "$describe" 2>/dev/null)
 echo "stacks_bench.sh: $root_name: ctest -R '$tests' in $root$root_build" >&2
-root_out=$(fresh_enter "$root" "${ELASTIC_FRESH_PORT_BASE:-21800}" \
+root_out=$(fresh_enter "$root" "$FRESH_PORT_BASE" \
   "cd /root/elastic-slurm && ctest --test-dir $root_build -R '$tests' -V" 2>&1)
 stack_run "$host_name" "$host_out"
 stack_run "$root_name" "$root_out"

@@ -21,6 +21,7 @@ constexpr auto kIdleTimeout = std::chrono::seconds(300);
 // A failing accept is retried after 100 ms, then twice as long each time, up to 1 s.
 constexpr auto kFirstAcceptBackoff = std::chrono::milliseconds(100);
 constexpr auto kMaxAcceptBackoff = std::chrono::milliseconds(1000);
+constexpr auto kAcceptEpisodeGap = std::chrono::seconds(10);
 // A frame buffer larger than this is given back once its frame is decoded.
 constexpr size_t kKeptBodyCapacity = 64 * 1024;
 
@@ -270,9 +271,12 @@ void Server::Accept() {
     if (ec == asio::error::operation_aborted) return;
     if (ec) return AcceptFailed(ec);
     if (accept_backoff_.count() > 0) {
-      Log(LogLevel::kInfo, kComponent, "accepting connections again after ",
-          Seconds(std::chrono::steady_clock::now() - accept_failing_since_), " (", accept_episode_failures_,
-          " accepts failed)");
+      if (!accept_recovery_logged_) {
+        Log(LogLevel::kInfo, kComponent, "accepting connections again after ",
+            Seconds(std::chrono::steady_clock::now() - accept_failing_since_), " (", accept_episode_failures_,
+            " accepts failed)");
+        accept_recovery_logged_ = true;
+      }
       accept_backoff_ = std::chrono::milliseconds(0);
     }
     try {
@@ -285,11 +289,21 @@ void Server::Accept() {
 }
 
 // The connection stays in the listen queue; accepting again at once would fail again at once
-// (a spinning loop while descriptors are exhausted). One line per episode, then a timer.
+// (a spinning loop while descriptors are exhausted). One line per episode, then a timer. An
+// accept fails at the limit even with no connection waiting (the descriptor is taken first), so
+// the accept that follows one made with the last free descriptor fails at once: that is the same
+// episode, not a new one.
 void Server::AcceptFailed(const boost::system::error_code& ec) {
   stats_.accept_failures++;
-  if (accept_backoff_.count() == 0) {
-    accept_failing_since_ = std::chrono::steady_clock::now();
+  auto now = std::chrono::steady_clock::now();
+  bool same_episode = accept_episode_open_ && now - accept_last_failure_ < kAcceptEpisodeGap;
+  accept_last_failure_ = now;
+  if (same_episode && accept_backoff_.count() == 0) {
+    accept_backoff_ = kFirstAcceptBackoff;  // failing again after an accept worked
+  } else if (!same_episode) {
+    accept_episode_open_ = true;
+    accept_recovery_logged_ = false;
+    accept_failing_since_ = now;
     accept_episode_failures_ = 0;
     accept_backoff_ = kFirstAcceptBackoff;
     bool descriptors = ec.category() == boost::system::system_category() && (ec.value() == EMFILE || ec.value() == ENFILE);
@@ -301,6 +315,13 @@ void Server::AcceptFailed(const boost::system::error_code& ec) {
         " ms, connections already open are served");
   } else {
     accept_backoff_ = std::min(accept_backoff_ * 2, std::chrono::milliseconds(kMaxAcceptBackoff));
+    // Said to be accepting again, but failing for a second or more since: say so (and say when
+    // it works once more), at most one pair of lines per such stretch.
+    if (accept_recovery_logged_ && accept_backoff_ == kMaxAcceptBackoff) {
+      Log(LogLevel::kError, kComponent, "cannot accept connections again: ", ec.message(), " (",
+          accept_episode_failures_ + 1, " accepts failed in the last ", Seconds(now - accept_failing_since_), ")");
+      accept_recovery_logged_ = false;
+    }
   }
   accept_episode_failures_++;
   accept_retry_.expires_after(accept_backoff_);

@@ -67,10 +67,16 @@ class Server {
   std::shared_ptr<ConnectionLimits> limits_ = std::make_shared<ConnectionLimits>();
   Stats stats_;
   LogThrottle throttles_[static_cast<int>(Throttled::kCount)];
-  // The current episode of failing accepts: when it began and the next wait.
+  // The current episode of failing accepts: when it began, its last failure, the next wait.
+  // Failures less than kAcceptEpisodeGap apart are one episode, so a process at its descriptor
+  // limit that gets one back, accepts with it and fails again logs one error, not one per
+  // connection.
   std::chrono::steady_clock::time_point accept_failing_since_{};
+  std::chrono::steady_clock::time_point accept_last_failure_{};
   std::chrono::milliseconds accept_backoff_{0};  // 0: accepting normally
   uint64_t accept_episode_failures_ = 0;
+  bool accept_episode_open_ = false;
+  bool accept_recovery_logged_ = false;
 };
 
 }  // namespace elastic::controller

@@ -20,8 +20,10 @@
 FRESH_CACHE=${ELASTIC_FRESH_CACHE:-/var/cache/elastic-slurm/fresh-root}
 FRESH_PORT_BASE=${ELASTIC_FRESH_PORT_BASE:-21800}
 FRESH_TIMEOUT=${ELASTIC_FRESH_TIMEOUT:-3000}   # seconds for everything inside the root
-# The unit tests after the set-up: the README's build and test lines.
-FRESH_UNIT_TESTS='cmake --preset default && cmake --build --preset default && ctest --test-dir build -L unit'
+# The tests after the set-up: the README's build line, then ctest with the labels asked for
+# (`scripts/test --fresh RELEASE --labels L`; the README's test line runs `unit`).
+FRESH_BUILD='cmake --preset default && cmake --build --preset default'
+fresh_tests() { printf '%s && ctest --test-dir build -L %q' "$FRESH_BUILD" "$1"; }
 # The releases the project supports (scripts/bootstrap installs their packages), and those whose
 # set-up is the README's quick start (the demo).
 FRESH_RELEASES=(bookworm trixie)
@@ -111,10 +113,12 @@ fresh_processes_in() {
   return 0
 }
 
-# fresh_check RELEASE REPO_DIR KEEP_ROOT: the whole check; returns its status.
+# fresh_check RELEASE REPO_DIR KEEP_ROOT [LABELS]: the whole check (the tests: ctest -L LABELS,
+# default unit); returns its status.
 fresh_check() {
-  local release=$1 repo=$2 keep_root=$3 base work root mirror security status t0=$SECONDS
-  local quick log
+  local release=$1 repo=$2 keep_root=$3 labels=${4:-unit} base work root mirror security status t0=$SECONDS
+  local quick log tests
+  tests=$(fresh_tests "$labels")
   [[ $(id -u) == 0 ]] || { echo "fresh-root: needs root (debootstrap, chroot, namespaces)" >&2; return 1; }
   if [[ " ${FRESH_RELEASES[*]} " != *" $release "* ]]; then
     echo "fresh-root: '$release' is not a Debian release the project supports: give one of ${FRESH_RELEASES[*]}" >&2
@@ -161,7 +165,7 @@ SRC
   fresh_say "root $root ($release, from $base); source: $(git -C "$repo" rev-parse --short HEAD)"
   fresh_say "inside: the README's set-up for $release:"
   sed 's/^/    /' <<<"$quick"
-  fresh_say "then the unit tests: $FRESH_UNIT_TESTS"
+  fresh_say "then the tests ($labels): $tests"
   fresh_say "log: $log (cluster ports from $FRESH_PORT_BASE)"
 
   # Inside the root: one script, run by bash as PID 1 of a new PID namespace.
@@ -173,13 +177,13 @@ t0=\$SECONDS
 phase() { printf '\\nfresh-root: == %s (at %d s)\\n' "\$1" "\$((SECONDS - t0))"; }
 phase "set-up (README.md)"
 $(while IFS= read -r line; do printf '%s || { echo "fresh-root: FAILED: the set-up command %q exited with status $?" >&2; exit 1; }\n' "$line" "$line"; done <<<"$quick")
-phase "unit tests"
-$FRESH_UNIT_TESTS || { echo "fresh-root: FAILED: the unit tests (exit \$?)" >&2; exit 1; }
+phase "tests ($labels)"
+$tests || { echo "fresh-root: FAILED: the tests ($labels) (exit \$?)" >&2; exit 1; }
 phase "done"
 SH
   chmod 755 "$root/root/fresh-check.sh"
 
-  fail_step "fresh-root: the set-up and the unit tests inside the root"
+  fail_step "fresh-root: the set-up and the tests ($labels) inside the root"
   status=0
   timeout --kill-after=30 "$FRESH_TIMEOUT" \
     bash -c "$(declare -f fresh_enter); fresh_enter \"\$@\"" fresh "$root" "$FRESH_PORT_BASE" /root/fresh-check.sh \

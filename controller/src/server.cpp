@@ -22,6 +22,7 @@ constexpr auto kIdleTimeout = std::chrono::seconds(300);
 constexpr auto kFirstAcceptBackoff = std::chrono::milliseconds(100);
 constexpr auto kMaxAcceptBackoff = std::chrono::milliseconds(1000);
 constexpr auto kAcceptEpisodeGap = std::chrono::seconds(10);
+constexpr auto kAcceptRelapseReported = std::chrono::seconds(1);
 // A frame buffer larger than this is given back once its frame is decoded.
 constexpr size_t kKeptBodyCapacity = 64 * 1024;
 
@@ -273,7 +274,7 @@ void Server::Accept() {
     if (accept_backoff_.count() > 0) {
       if (!accept_recovery_logged_) {
         Log(LogLevel::kInfo, kComponent, "accepting connections again after ",
-            Seconds(std::chrono::steady_clock::now() - accept_failing_since_), " (", accept_episode_failures_,
+            Seconds(std::chrono::steady_clock::now() - accept_stretch_since_), " (", accept_stretch_failures_,
             " accepts failed)");
         accept_recovery_logged_ = true;
       }
@@ -300,11 +301,13 @@ void Server::AcceptFailed(const boost::system::error_code& ec) {
   accept_last_failure_ = now;
   if (same_episode && accept_backoff_.count() == 0) {
     accept_backoff_ = kFirstAcceptBackoff;  // failing again after an accept worked
+    accept_stretch_since_ = now;
+    accept_stretch_failures_ = 0;
   } else if (!same_episode) {
     accept_episode_open_ = true;
     accept_recovery_logged_ = false;
-    accept_failing_since_ = now;
-    accept_episode_failures_ = 0;
+    accept_stretch_since_ = now;
+    accept_stretch_failures_ = 0;
     accept_backoff_ = kFirstAcceptBackoff;
     bool descriptors = ec.category() == boost::system::system_category() && (ec.value() == EMFILE || ec.value() == ENFILE);
     Log(LogLevel::kError, kComponent, "cannot accept connections: ", ec.message(), " (", limits_->open(),
@@ -317,13 +320,14 @@ void Server::AcceptFailed(const boost::system::error_code& ec) {
     accept_backoff_ = std::min(accept_backoff_ * 2, std::chrono::milliseconds(kMaxAcceptBackoff));
     // Said to be accepting again, but failing for a second or more since: say so (and say when
     // it works once more), at most one pair of lines per such stretch.
-    if (accept_recovery_logged_ && accept_backoff_ == kMaxAcceptBackoff) {
+    if (accept_recovery_logged_ && now - accept_stretch_since_ >= kAcceptRelapseReported) {
       Log(LogLevel::kError, kComponent, "cannot accept connections again: ", ec.message(), " (",
-          accept_episode_failures_ + 1, " accepts failed in the last ", Seconds(now - accept_failing_since_), ")");
+          accept_stretch_failures_ + 1, " accepts failed in the last ", Seconds(now - accept_stretch_since_),
+          "); retrying every ", kFirstAcceptBackoff.count(), "-", kMaxAcceptBackoff.count(), " ms");
       accept_recovery_logged_ = false;
     }
   }
-  accept_episode_failures_++;
+  accept_stretch_failures_++;
   accept_retry_.expires_after(accept_backoff_);
   accept_retry_.async_wait([this](boost::system::error_code wait_ec) {
     if (!wait_ec) Accept();

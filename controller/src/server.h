@@ -67,14 +67,15 @@ class Server {
   std::shared_ptr<ConnectionLimits> limits_ = std::make_shared<ConnectionLimits>();
   Stats stats_;
   LogThrottle throttles_[static_cast<int>(Throttled::kCount)];
-  // The current episode of failing accepts: when it began, its last failure, the next wait.
-  // Failures less than kAcceptEpisodeGap apart are one episode, so a process at its descriptor
-  // limit that gets one back, accepts with it and fails again logs one error, not one per
-  // connection.
-  std::chrono::steady_clock::time_point accept_failing_since_{};
+  // The current episode of failing accepts: its last failure, the next wait, and the stretch of
+  // failures now running (from the episode's first failure, or from a relapse after an accept
+  // worked). Failures less than kAcceptEpisodeGap apart are one episode, so a process at its
+  // descriptor limit that gets one back, accepts with it and fails again logs one error, not
+  // one per connection.
   std::chrono::steady_clock::time_point accept_last_failure_{};
+  std::chrono::steady_clock::time_point accept_stretch_since_{};
+  uint64_t accept_stretch_failures_ = 0;
   std::chrono::milliseconds accept_backoff_{0};  // 0: accepting normally
-  uint64_t accept_episode_failures_ = 0;
   bool accept_episode_open_ = false;
   bool accept_recovery_logged_ = false;
 };

@@ -177,8 +177,9 @@ t0=\$SECONDS
 phase() { printf '\\nfresh-root: == %s (at %d s)\\n' "\$1" "\$((SECONDS - t0))"; }
 phase "set-up (README.md)"
 $(while IFS= read -r line; do printf '%s || { echo "fresh-root: FAILED: the set-up command %q exited with status $?" >&2; exit 1; }\n' "$line" "$line"; done <<<"$quick")
-phase "tests ($labels)"
-$tests || { echo "fresh-root: FAILED: the tests ($labels) (exit \$?)" >&2; exit 1; }
+labels=$(printf %q "$labels")
+phase "tests (\$labels)"
+$tests || { echo "fresh-root: FAILED: the tests (\$labels) (exit \$?)" >&2; exit 1; }
 phase "done"
 SH
   chmod 755 "$root/root/fresh-check.sh"

@@ -389,8 +389,8 @@ std::chrono::nanoseconds ProcessCpu() {
 }
 
 // Leaves one descriptor, connects a raw client with it (the server cannot accept that
-// connection; the server is to hold no connection it could close meanwhile), waits `hold`, gives the descriptors back and returns the client and the server's
-// CPU time meanwhile.
+// connection; the server is to hold no connection it could close meanwhile), waits `hold`,
+// gives the descriptors back and returns the client and the process's CPU time meanwhile.
 struct Exhausted {
   int client = -1;
   std::chrono::nanoseconds cpu{};
@@ -453,7 +453,9 @@ TEST_F(ServerTest, BacksOffWhileNoDescriptorIsLeftAndServesWhenTheyComeBack) {
   EXPECT_EQ(LogLines("no file descriptors left: raise LimitNOFILE"), 1);
   EXPECT_EQ(LogLines("accepting connections again after"), 1);
 
-  // Out of descriptors again within seconds, briefly: the same episode, no new line.
+  // Out of descriptors again within seconds, briefly: the same episode, no new line. (Each phase
+  // starts a second or two after the last failure of the one before, well within the 10 s that
+  // make an episode.)
   c.reset();
   ASSERT_TRUE(h->WaitFor([](const ConnectionLimits& l) { return l.open() == 0; }));
   e = ExhaustDescriptors(h->port(), 250ms);
@@ -463,9 +465,10 @@ TEST_F(ServerTest, BacksOffWhileNoDescriptorIsLeftAndServesWhenTheyComeBack) {
   EXPECT_EQ(LogLines("cannot accept connections"), 1);
   EXPECT_EQ(LogLines("accepting connections again after"), 1);
 
-  // Again, for two seconds: said once, and once when it works again.
+  // Again, for three seconds (the back-off reaches 1 s after 1.5 s): said once, and once when it
+  // works again.
   ASSERT_TRUE(h->WaitFor([](const ConnectionLimits& l) { return l.open() == 0; }));
-  e = ExhaustDescriptors(h->port(), 2000ms);
+  e = ExhaustDescriptors(h->port(), 3000ms);
   ASSERT_GE(e.client, 0);
   EXPECT_TRUE(AnsweredWithin(e.client, munged_->socket(), 2500ms));
   EXPECT_EQ(LogLines("cannot accept connections: Too many open files"), 1);

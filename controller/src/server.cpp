@@ -297,14 +297,13 @@ void Server::Accept() {
 void Server::AcceptFailed(const boost::system::error_code& ec) {
   stats_.accept_failures++;
   auto now = std::chrono::steady_clock::now();
-  bool same_episode = accept_episode_open_ && now - accept_last_failure_ < kAcceptEpisodeGap;
+  bool same_episode = accept_last_failure_ && now - *accept_last_failure_ < kAcceptEpisodeGap;
   accept_last_failure_ = now;
   if (same_episode && accept_backoff_.count() == 0) {
     accept_backoff_ = kFirstAcceptBackoff;  // failing again after an accept worked
     accept_stretch_since_ = now;
     accept_stretch_failures_ = 0;
   } else if (!same_episode) {
-    accept_episode_open_ = true;
     accept_recovery_logged_ = false;
     accept_stretch_since_ = now;
     accept_stretch_failures_ = 0;

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <utility>  // before Boost.Asio 1.74, whose awaitable.hpp uses std::exchange without it
@@ -72,11 +73,10 @@ class Server {
   // worked). Failures less than kAcceptEpisodeGap apart are one episode, so a process at its
   // descriptor limit that gets one back, accepts with it and fails again logs one error, not
   // one per connection.
-  std::chrono::steady_clock::time_point accept_last_failure_{};
+  std::optional<std::chrono::steady_clock::time_point> accept_last_failure_;  // none: never failed
   std::chrono::steady_clock::time_point accept_stretch_since_{};
   uint64_t accept_stretch_failures_ = 0;
   std::chrono::milliseconds accept_backoff_{0};  // 0: accepting normally
-  bool accept_episode_open_ = false;
   bool accept_recovery_logged_ = false;
 };
 

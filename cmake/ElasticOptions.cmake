@@ -8,7 +8,14 @@ set(ELASTIC_SANITIZE "" CACHE STRING "Sanitizers to build with, e.g. address,und
 # job user, so it is outside any private home directory.
 set(ELASTIC_TEST_CLUSTER_DIR "/tmp/elastic-ctest-cluster" CACHE PATH
     "State directory of the local Slurm cluster used by slurm-labelled tests")
-set(ELASTIC_TEST_PORT_BASE "26800" CACHE STRING
+# Its ports: from ELASTIC_TEST_PORT_BASE in the configuring environment when that is a number (the
+# fresh-machine check sets it, so that the tests inside its root keep clear of the host's), else 26800.
+if("$ENV{ELASTIC_TEST_PORT_BASE}" MATCHES "^[0-9]+$")
+  set(_elastic_port_base "$ENV{ELASTIC_TEST_PORT_BASE}")
+else()
+  set(_elastic_port_base "26800")
+endif()
+set(ELASTIC_TEST_PORT_BASE "${_elastic_port_base}" CACHE STRING
     "First TCP port of the test cluster's daemons (see scripts/cluster --help)")
 set(ELASTIC_JOB_USER "elastic" CACHE STRING "Unprivileged user that test jobs run as")
 

@@ -88,7 +88,9 @@ fresh_base() {
 # fresh_enter ROOT PORT_BASE COMMAND: runs COMMAND (bash -c) as root inside ROOT, with its own
 # PID and mount namespaces (every process it starts ends with it; its mounts go with it), /proc,
 # /sys (with /sys/fs/cgroup, which slurmd needs) and /dev of the host, a new /dev/shm and /run, a
-# clean environment, and ELASTIC_CLUSTER_PORT_BASE=PORT_BASE for its local cluster. Also used by
+# clean environment, and PORT_BASE for its local cluster: ELASTIC_CLUSTER_PORT_BASE (the demo's,
+# scripts/cluster's) and ELASTIC_TEST_PORT_BASE (the slurm tests', read when the build is
+# configured; the demo takes its cluster down before the tests run). Also used by
 # the benchmark that compares the two stacks (tests/elastic_mpi/stacks_bench.sh).
 fresh_enter() {
   unshare --pid --fork --kill-child --mount --propagation private -- /bin/bash -c '
@@ -101,7 +103,7 @@ fresh_enter() {
     mount -t tmpfs -o mode=755 tmpfs "$root/run"
     exec chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb \
       PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-      ELASTIC_CLUSTER_PORT_BASE="$2" /bin/bash -c "$3"' fresh "$@"
+      ELASTIC_CLUSTER_PORT_BASE="$2" ELASTIC_TEST_PORT_BASE="$2" /bin/bash -c "$3"' fresh "$@"
 }
 
 # Every process whose root directory is ROOT (a process the check started that survived it).

@@ -8,20 +8,26 @@
 own_hostnames() { command -v prte >/dev/null 2>&1; }
 
 # Node names resolve to the nodes' addresses where the nodes have host names of their own, as
-# on a real cluster (torchrun's MASTER_ADDR is the first node's name): lines marked HOSTS_MARK
-# in /etc/hosts, added by `up` and removed by `down` (the addresses are the same for every
-# cluster of this script, whatever its ports).
-HOSTS_MARK="# scripts/cluster node (elastic-slurm)"
+# on a real cluster (torchrun's MASTER_ADDR is the first node's name): lines in /etc/hosts that
+# end with this cluster's mark (hosts_mark: it names the cluster's state directory), added by `up`
+# and removed by `down`. The addresses are the same for every cluster of this script, whatever
+# its ports, so two clusters at once (the test suite's and a test's private one) each add their
+# own lines and a `down` removes only its own: with one mark for all, the private cluster's
+# `down` took the shared cluster's names away (its multi-node jobs then failed: "this node's
+# name 'n1' does not resolve").
+hosts_mark() { printf '# scripts/cluster node (elastic-slurm) of %s' "$DIR"; }
 hosts_add() {
   local i line
   for ((i = 1; i <= NODES; i++)); do
-    line="$(node_addr "$i") $(node_name "$i") $HOSTS_MARK"
+    line="$(node_addr "$i") $(node_name "$i") $(hosts_mark)"
     grep -qxF "$line" /etc/hosts || echo "$line" >> /etc/hosts
   done
 }
 hosts_remove() {
-  grep -qF "$HOSTS_MARK" /etc/hosts 2>/dev/null || return 0
   local kept
-  kept=$(grep -vF "$HOSTS_MARK" /etc/hosts)
+  # Every line but those that end with this cluster's mark (compared as text, not a pattern).
+  kept=$(MARK="$(hosts_mark)" awk 'BEGIN { m = ENVIRON["MARK"]; n = length(m) }
+    !(length($0) >= n && substr($0, length($0) - n + 1) == m)' /etc/hosts) || return 0
+  [[ $kept == "$(cat /etc/hosts)" ]] && return 0
   printf '%s\n' "$kept" > /etc/hosts   # in place: /etc/hosts may be a bind mount
 }

@@ -50,6 +50,13 @@ void RemoveLaunchFiles(const std::vector<std::string>& server_command);
 // (the launcher reports it: `launcher` message, "grows_onto").
 bool ReachesAnyNode();
 
+// How many node groups (one per node of the job's step) the rendezvous can merge into the job's
+// initial world; 0: no limit. Open MPI 5.0 with PRRTE 3: 2. The connect of a second job of the DVM
+// with processes on a node other than the DVM's own hung (three nodes) or ended the DVM's daemons
+// (four) on PRRTE 3.0.8, every time (docs/interfaces.md section 5); the launcher refuses such a
+// job at its start with a message instead.
+int MaxNodeGroups();
+
 // One node group's ranks.
 struct GroupLaunch {
   std::string mpirun;                 // mpirun to use (--mpirun)

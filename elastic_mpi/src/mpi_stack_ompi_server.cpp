@@ -37,6 +37,8 @@ bool RanksOutsideLauncher() { return false; }
 
 bool ReachesAnyNode() { return true; }
 
+int MaxNodeGroups() { return 0; }
+
 void AwaitServerIdle(pid_t /*server*/, double /*max_s*/) {}
 
 void RemoveLaunchFiles(const std::vector<std::string>& /*server_command*/) {}

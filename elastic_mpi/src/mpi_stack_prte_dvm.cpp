@@ -114,6 +114,8 @@ bool RanksOutsideLauncher() { return true; }
 
 bool ReachesAnyNode() { return false; }
 
+int MaxNodeGroups() { return 2; }
+
 void AwaitServerIdle(pid_t server, double max_s) {
   // The DVM's processes on this node are its children (the ranks of every group launched here).
   const std::string children = "/proc/" + std::to_string(server) + "/task/" + std::to_string(server) + "/children";

@@ -1,7 +1,8 @@
-"""A parent job on two nodes: `sbatch -N2 --gres=gpu:1 --elastic-gpus=2:4` and
+"""A parent job on two nodes, then on four: `sbatch -N2 --gres=gpu:1 --elastic-gpus=2:4` and
 `srun --ntasks-per-node=1 elastic-launch`. Each node's launcher starts its own ranks (a node
-group); node group 1 connects to node group 0 through the job's ompi-server and they merge into
-one world. elasticd is not running, so the job runs rigid, but its world must still be one."""
+group); node group 1 connects to node group 0 through the job's rendezvous (ompi-server, or the
+job's PRRTE DVM on Open MPI 5) and they merge into one world, and so on for each further node.
+elasticd is not running, so the job runs rigid, but its world must still be one."""
 
 import os
 import unittest
@@ -12,12 +13,12 @@ from e2e import LAUNCH, TRAINER
 
 class MultiNodeTest(ClusterTestCase):
 
-    def test_two_nodes_train_as_one_world(self):
-        wd = job_workdir("multinode")
+    def run_on_nodes(self, nodes):
+        wd = job_workdir(f"multinode{nodes}")
         script = f"""#!/bin/bash
-#SBATCH -N2
+#SBATCH -N{nodes}
 #SBATCH --gres=gpu:1
-#SBATCH --elastic-gpus=2:4
+#SBATCH --elastic-gpus={nodes}:{2 * nodes}
 #SBATCH -o job-%j.out
 export OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
 srun --ntasks-per-node=1 {LAUNCH} --oversubscribe -- {TRAINER} --samples 2000 --epochs 2 --batch 64
@@ -30,8 +31,16 @@ exit $?
             run(["scancel", str(job)], check=False)
         out = read(os.path.join(wd, f"job-{job}.out"))
         self.assertEqual(state, "COMPLETED", out)
-        self.assertIn("initial world of 2 ranks from 2 node groups", out)
-        self.assertRegex(out, r"elastic-train-logreg: done: \d+ steps, world 2,")
+        self.assertIn(f"initial world of {nodes} ranks from {nodes} node groups", out)
+        self.assertRegex(out, rf"elastic-train-logreg: done: \d+ steps, world {nodes},")
+
+    def test_two_nodes_train_as_one_world(self):
+        self.run_on_nodes(2)
+
+    def test_four_nodes_train_as_one_world(self):
+        # Every node of the test cluster: node groups 1-3 each connect to the world the ones
+        # before them made (on Open MPI 5, three jobs of the DVM on other nodes than the leader's).
+        self.run_on_nodes(4)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,9 @@ set(ELASTIC_TEST_CLUSTER_DIR "/tmp/elastic-ctest-cluster" CACHE PATH
 if("$ENV{ELASTIC_TEST_PORT_BASE}" MATCHES "^[0-9]+$")
   set(_elastic_port_base "$ENV{ELASTIC_TEST_PORT_BASE}")
 else()
+  if(NOT "$ENV{ELASTIC_TEST_PORT_BASE}" STREQUAL "")
+    message(WARNING "ELASTIC_TEST_PORT_BASE='$ENV{ELASTIC_TEST_PORT_BASE}' in the environment is not a port number: the slurm tests use 26800")
+  endif()
   set(_elastic_port_base "26800")
 endif()
 set(ELASTIC_TEST_PORT_BASE "${_elastic_port_base}" CACHE STRING

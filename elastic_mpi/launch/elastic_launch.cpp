@@ -370,16 +370,6 @@ int main(int argc, char** argv) {
   if (node_groups.empty() || o.join) node_groups = "1";
   const bool leader = !o.join && node_group == "0";
   const bool several = std::atoi(node_groups.c_str()) > 1;
-  if (const int most = elastic::mpi::stack::MaxNodeGroups(); most > 0 && std::atoi(node_groups.c_str()) > most) {
-    std::fprintf(stderr,
-                 "elastic-launch: this job has %s node groups (one per node of its step), but this runtime's "
-                 "rendezvous (%s: Open MPI 5.0 with PRRTE 3) merges at most %d into one world: from the third, "
-                 "PRRTE 3.0's connect between processes on different nodes hangs or ends its daemons "
-                 "(docs/interfaces.md section 5). Run the job on at most %d nodes, or with a runtime built "
-                 "against Open MPI 4.1\n",
-                 node_groups.c_str(), elastic::mpi::stack::RendezvousKind(), most, most);
-    return kExitLaunch;
-  }
   // The job's initial token authenticates its own node groups (interfaces.md section 6). A job
   // without one (rigid: no elasticd) gets one from the leader through the private run dir.
   std::string token = config.Get("join_token");

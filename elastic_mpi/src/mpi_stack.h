@@ -51,11 +51,14 @@ void RemoveLaunchFiles(const std::vector<std::string>& server_command);
 bool ReachesAnyNode();
 
 // How many node groups (one per node of the job's step) the rendezvous can merge into the job's
-// initial world; 0: no limit. Open MPI 5.0 with PRRTE 3: 2. The connect of a second job of the DVM
-// with processes on a node other than the DVM's own hung (three nodes) or ended the DVM's daemons
-// (four) on PRRTE 3.0.8, every time (docs/interfaces.md section 5); the launcher refuses such a
-// job at its start with a message instead.
+// initial world (0: no limit), and why there is a limit. Open MPI 5.0 with PRRTE 3: 2. The connect
+// of a second job of the DVM with processes on a node other than the DVM's own hung (three nodes)
+// or ended the DVM's daemons (four) on PRRTE 3.0.8, every time (docs/interfaces.md section 5), so
+// Session::Create refuses more node groups at once (kInvalidArgument) instead of hanging in the
+// merge. Programs that do not merge through the runtime (an unmodified torchrun script: its world
+// comes from the launcher's records) are not limited by this.
 int MaxNodeGroups();
+const char* NodeGroupLimitReason();
 
 // One node group's ranks.
 struct GroupLaunch {

@@ -39,6 +39,8 @@ bool ReachesAnyNode() { return true; }
 
 int MaxNodeGroups() { return 0; }
 
+const char* NodeGroupLimitReason() { return ""; }
+
 void AwaitServerIdle(pid_t /*server*/, double /*max_s*/) {}
 
 void RemoveLaunchFiles(const std::vector<std::string>& /*server_command*/) {}

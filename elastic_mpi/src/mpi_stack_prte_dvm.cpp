@@ -116,6 +116,10 @@ bool ReachesAnyNode() { return false; }
 
 int MaxNodeGroups() { return 2; }
 
+const char* NodeGroupLimitReason() {
+  return "on Open MPI 5.0 with PRRTE 3 the connect of a third node group hangs, or ends the DVM's daemons";
+}
+
 void AwaitServerIdle(pid_t server, double max_s) {
   // The DVM's processes on this node are its children (the ranks of every group launched here).
   const std::string children = "/proc/" + std::to_string(server) + "/task/" + std::to_string(server) + "/children";

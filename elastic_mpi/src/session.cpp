@@ -10,6 +10,7 @@
 #include <csignal>
 
 #include "check.h"
+#include "mpi_stack.h"
 #include "elastic_mpi/sharding.h"
 #include "session_impl.h"
 
@@ -51,6 +52,16 @@ Result<std::unique_ptr<Session>> Session::Create(SessionOptions options, int* ar
     return Status(ErrorKind::kInvalidArgument,
                   "SessionOptions.global_batch (or local_batch, the per-rank batch) must be > 0, or defer_batch "
                   "set and the batch given with SetInitialLocalBatch() before the first rescale point");
+  }
+  // Before MPI starts: a world of more node groups than this build's rendezvous can merge would
+  // hang in the merge (mpi_stack.h, MaxNodeGroups).
+  if (const int most = stack::MaxNodeGroups(); most > 0 && options.node_groups > most) {
+    return Status(ErrorKind::kInvalidArgument,
+                  "this job has " + std::to_string(options.node_groups) + " node groups (one per node of its step), " +
+                      "but this runtime (rendezvous " + stack::RendezvousKind() + ") merges at most " +
+                      std::to_string(most) + " into one world: " + stack::NodeGroupLimitReason() +
+                      " (docs/interfaces.md section 5). Run the job on at most " + std::to_string(most) +
+                      " nodes, or with the runtime built against Open MPI 4.1");
   }
   auto impl = std::make_unique<Impl>(std::move(options));
   Impl& s = *impl;

@@ -25,9 +25,11 @@ hosts_add() {
 }
 hosts_remove() {
   local kept
-  # Every line but those that end with this cluster's mark (compared as text, not a pattern).
-  kept=$(MARK="$(hosts_mark)" awk 'BEGIN { m = ENVIRON["MARK"]; n = length(m) }
-    !(length($0) >= n && substr($0, length($0) - n + 1) == m)' /etc/hosts) || return 0
+  # Every line but those that end with this cluster's mark (compared as text, not a pattern), and
+  # those that end with the mark every cluster used before the marks named their directory.
+  kept=$(MARK="$(hosts_mark)" OLD="# scripts/cluster node (elastic-slurm)" awk '
+    function ends(s, m) { return length(s) >= length(m) && substr(s, length(s) - length(m) + 1) == m }
+    !(ends($0, ENVIRON["MARK"]) || ends($0, ENVIRON["OLD"]))' /etc/hosts) || return 0
   [[ $kept == "$(cat /etc/hosts)" ]] && return 0
   printf '%s\n' "$kept" > /etc/hosts   # in place: /etc/hosts may be a bind mount
 }

@@ -22,6 +22,8 @@ repo=$(cd "$here/../../.." && pwd)
 cluster_dir=${1:-/tmp/elastic-cluster}
 user=${2:-elastic}
 state_mb=${STATE_MB:-100}
+[[ $state_mb =~ ^[0-9]+$ ]] && (( state_mb >= 1 && state_mb < 2048 )) \
+  || { echo "relaunch.sh: STATE_MB must be 1-2047 (MiB)" >&2; exit 2; }
 [[ $(id -u) == 0 ]] || { echo "relaunch.sh: run it as root (it submits as $user)" >&2; exit 2; }
 command -v prte >/dev/null || { echo "relaunch.sh: no prte here: this is for Open MPI 5 (Debian 13)" >&2; exit 77; }
 eval "$("$repo/scripts/cluster" env --dir "$cluster_dir")" || exit 2
@@ -30,7 +32,11 @@ chmod 755 "$work"
 mpicc -O1 -o "$work/world" "$here/relaunch_world.c" || exit 1
 chown -R "$user" "$work"
 jobs=()
-cleanup() { [[ ${#jobs[@]} -gt 0 ]] && scancel "${jobs[@]}" 2>/dev/null; }
+# The jobs, and the state the driver keeps in /dev/shm should it not end by itself.
+cleanup() {
+  local j
+  for j in "${jobs[@]}"; do scancel "$j" 2>/dev/null; rm -f "/dev/shm/elastic-relaunch-$j"; done
+}
 trap cleanup EXIT
 as_user() { runuser -u "$user" -- "$@"; }
 hold() {  # hold NODE: a job of the user that holds NODE (an extension job's stand-in)
@@ -88,9 +94,11 @@ for hosts in n1:2,n2:2 n1:2,n2:2,n3:2 n1:2,n2:2 n1:2,n2:2,n3:2; do
   wait "$prte" 2>/dev/null
   stop_s=$(since "$t2")
   line=$(grep '^world ' "$work/world$w.out")
-  read -r _ size _ sum _ expected _ got _ mib _ state_s _ init_s <<<"${line:-x 0 x 0 x -1 x 0 x 0 x 0 x 0}"
+  read -r _ size _ sum _ expected _ got _ mib _ state_s _ init_s _ bad <<<"${line:-x 0 x 0 x -1 x 0 x 0 x 0 x 0 x 1}"
   ok=false
-  [[ $rc == 0 && $sum == "$expected" && $size == "$ranks" && $got == "$want" ]] && ok=true || status=1
+  # Right: the sum, the size, the hosts, and (after the first world) the whole state on every rank.
+  [[ $rc == 0 && $sum == "$expected" && $size == "$ranks" && $got == "$want" && $bad == 0 ]] \
+    && { ((w == 1)) || [[ $mib == "$state_mb.0" ]]; } && ok=true || status=1
   printf '{"world":%d,"hosts":"%s","ranks":%d,"ok":%s,"mpirun_rc":%d,"dvm_uri_s":%.3f,"launch_to_end_s":%.3f,"total_s":%.3f,"stop_s":%.3f,"stop":"%s","mpi_init_s":%s,"state_mib":%s,"state_s":%s}\n' \
     "$w" "$hosts" "$ranks" "$ok" "$rc" "$uri_s" "$world_s" "$(awk -v a="$uri_s" -v b="$world_s" 'BEGIN {print a + b}')" "$stop_s" "$stop" \
     "${init_s:-0}" "${mib:-0}" "${state_s:-0}"

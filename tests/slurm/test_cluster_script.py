@@ -1,4 +1,5 @@
-"""scripts/cluster itself: idempotent up, status, down leaves no process, down after a failed up.
+"""scripts/cluster itself: idempotent up, status, down leaves no process, down after a failed up,
+stale pid files.
 
 Runs a second, private cluster (its own directory and ports) so that the shared test cluster
 is not disturbed.
@@ -153,6 +154,36 @@ class ClusterScriptTest(unittest.TestCase):
         bad = subprocess.run([CLUSTER_SCRIPT, "sideways"], capture_output=True, text=True)
         self.assertEqual(bad.returncode, 2)
         self.assertIn("unknown command 'sideways'", bad.stderr)
+
+    def test_4_stale_pid_files_name_other_processes(self):
+        # Pid files left by a run that was killed, whose PIDs unrelated processes hold since (PIDs
+        # wrap; a new PID namespace starts again from 1): up must start every daemon and down must
+        # leave the unrelated processes alone.
+        run_dir = os.path.join(PRIVATE_DIR, "run")
+        os.makedirs(run_dir, exist_ok=True)
+        other = subprocess.Popen(["sleep", "600"])
+        try:
+            stale = ["munged.pid", "mariadb.pid", "slurmdbd.pid", "slurmdbd.pid.own",
+                     "slurmctld.pid.own", "slurmd-n1.pid.own"]
+            an_hour_ago = time.time() - 3600
+            for name in stale:
+                path = os.path.join(run_dir, name)
+                with open(path, "w") as f:
+                    f.write(f"{other.pid}\n")
+                os.utime(path, (an_hour_ago, an_hour_ago))
+            cluster("up")
+            pids = daemon_pids()
+            for name in stale:
+                self.assertNotEqual(pids[name], other.pid, f"up took pid {other.pid} for {name}")
+            status = cluster("status")
+            self.assertRegex(status.stdout, r"(?m)^mariadb\s+running \(pid \d+\)$")
+            self.assertRegex(status.stdout, r"(?m)^slurmd-n1\s+running \(pid \d+\)$")
+            cluster("down")
+            self.assertTrue(alive(other.pid), "down stopped a process that was not the cluster's")
+            self.assertEqual(processes_of_cluster(), [])
+        finally:
+            other.kill()
+            other.wait()
 
 
 if __name__ == "__main__":

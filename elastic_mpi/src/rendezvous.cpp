@@ -174,8 +174,8 @@ std::string NodeGroupService(std::string_view job_id, int node_group) {
 }
 
 Status MergeNodeGroups(Rendezvous& rendezvous, std::string_view job_id, int node_group, int node_groups,
-                       const std::string& token, MPI_Comm* world, std::vector<MPI_Comm>* links,
-                       std::vector<int>* sizes) {
+                       const std::string& token, MPI_Comm* world, std::vector<NodeGroupLink>* links,
+                       std::vector<int>* present) {
   const int me = node_group;
   const int n = node_groups;
   auto t = Clock::now();
@@ -185,7 +185,7 @@ Status MergeNodeGroups(Rendezvous& rendezvous, std::string_view job_id, int node
     if (Status st = rendezvous.Connect(*world, service, 0, token, &inter); !st.ok()) return st;
     MPI_Comm merged = MPI_COMM_NULL;
     ELASTIC_MPI_CHECK(MPI_Intercomm_merge(inter, 1, &merged));
-    links->push_back(inter);
+    links->push_back({me, inter});
     if (Status st = Adopt(world, merged); !st.ok()) return st;
   }
   for (int i = me + 1; i < n; ++i) {
@@ -204,24 +204,43 @@ Status MergeNodeGroups(Rendezvous& rendezvous, std::string_view job_id, int node
     }
     MPI_Comm merged = MPI_COMM_NULL;
     ELASTIC_MPI_CHECK(MPI_Intercomm_merge(inter, 0, &merged));
-    links->push_back(inter);
+    links->push_back({i, inter});
     if (Status st = Adopt(world, merged); !st.ok()) return st;
   }
-  // The sizes of the node groups, in world rank order (informative).
+  // The node groups present, in world rank order.
   int rank = 0;
   int size = 0;
   ELASTIC_MPI_CHECK(MPI_Comm_rank(*world, &rank));
   ELASTIC_MPI_CHECK(MPI_Comm_size(*world, &size));
   std::vector<int> all(static_cast<std::size_t>(size), 0);
   ELASTIC_MPI_CHECK(MPI_Allgather(&me, 1, MPI_INT, all.data(), 1, MPI_INT, *world));
-  sizes->clear();
+  present->clear();
   for (std::size_t r = 0; r < all.size(); ++r) {
-    if (r == 0 || all[r] != all[r - 1]) sizes->push_back(0);
-    ++sizes->back();
+    if (r == 0 || all[r] != all[r - 1]) present->push_back(all[r]);
   }
   if (rank == 0) {
-    Log(LogLevel::kInfo, kComponent, "initial world of ", size, " ranks from ", sizes->size(), " node groups in ",
+    Log(LogLevel::kInfo, kComponent, "initial world of ", size, " ranks from ", present->size(), " node groups in ",
         Seconds(t), " s");
+  }
+  return Status::Ok();
+}
+
+Status SeparateNodeGroups(int node_group, const std::vector<int>& present, MPI_Comm* world,
+                          std::vector<NodeGroupLink>* links) {
+  // Ranks of later node groups have parted already; node group present[0] never leaves.
+  for (std::size_t i = present.size(); i-- > 1;) {
+    const int leaving = present[i];
+    if (node_group > leaving) continue;
+    int rank = 0;
+    ELASTIC_MPI_CHECK(MPI_Comm_rank(*world, &rank));
+    MPI_Comm rest = MPI_COMM_NULL;
+    ELASTIC_MPI_CHECK(MPI_Comm_split(*world, node_group == leaving ? 0 : 1, rank, &rest));
+    ELASTIC_MPI_CHECK(MPI_Comm_free(world));
+    *world = rest;
+    for (NodeGroupLink& link : *links) {
+      if (link.node_group == leaving && link.inter != MPI_COMM_NULL) ELASTIC_MPI_CHECK(MPI_Comm_disconnect(&link.inter));
+    }
+    if (node_group == leaving) break;
   }
   return Status::Ok();
 }

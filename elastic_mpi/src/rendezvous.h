@@ -50,15 +50,32 @@ std::unique_ptr<Rendezvous> MakeNameServiceRendezvous(double connect_timeout_s, 
 // The service under which node group `node_group` of the base job joins: elastic.<job>.0.<i>.
 std::string NodeGroupService(std::string_view job_id, int node_group);
 
+// The inter-communicator through which node group `node_group` joined the node groups before it:
+// held by the ranks of all of them (node group `node_group` on one side, the earlier ones on the
+// other).
+struct NodeGroupLink {
+  int node_group = 0;
+  MPI_Comm inter = MPI_COMM_NULL;
+};
+
 // Collective over the node group's own world `*world` at start-up: forms the base job's initial
 // world from its node groups. Node group i > 0 connects to the world of node groups 0..i-1 and
 // merges behind it; then every merged world accepts the next node group, in order. All
 // authenticate with the job's initial token and group id 0; a node group refused (another
 // token) is left out with an error logged. *world is replaced by the merged world (the old one
-// freed); *links receives the inter-communicators (kept for the job's life), *sizes the ranks of
-// each node group in world rank order.
+// freed); *links receives the inter-communicators this rank holds (kept until the node groups
+// part at the end of the job: SeparateNodeGroups), *present the node groups of the world in
+// world rank order.
 Status MergeNodeGroups(Rendezvous& rendezvous, std::string_view job_id, int node_group, int node_groups,
-                       const std::string& token, MPI_Comm* world, std::vector<MPI_Comm>* links,
-                       std::vector<int>* sizes);
+                       const std::string& token, MPI_Comm* world, std::vector<NodeGroupLink>* links,
+                       std::vector<int>* present);
+
+// Collective over the base job's world `*world` at the end of the job (after the joined groups
+// left): the node groups part, the last first. Each in turn splits off from the world, then the
+// link through which it joined is disconnected by the ranks that hold it, and it goes on alone:
+// every node group ends up alone in *world (its own ranks), with no link to another, so that it
+// finalizes without a peer closing connections under it. `present` as MergeNodeGroups gave it.
+Status SeparateNodeGroups(int node_group, const std::vector<int>& present, MPI_Comm* world,
+                          std::vector<NodeGroupLink>* links);
 
 }  // namespace elastic::mpi

@@ -101,10 +101,10 @@ struct Session::Impl {
   RescaleInfo last;
   Clock::time_point last_shrink{};
   bool shrunk_before = false;
-  // Inter-communicators between the base job's node groups (never disconnected: the base job
-  // never leaves; MPI_Finalize cleans them up).
-  std::vector<MPI_Comm> base_links;
-  std::vector<int> node_group_sizes;  // ranks of each initial node group, in world rank order
+  // Inter-communicators between the base job's node groups (disconnected when the node groups
+  // part at the end of the job), and the node groups of the world in world rank order.
+  std::vector<NodeGroupLink> base_links;
+  std::vector<int> node_groups_present;
   std::unique_ptr<detail::CollectiveGuard> guard;
   MPI_Comm pending_inter = MPI_COMM_NULL;  // a newcomer's link to the parents, for Begin()
   nlohmann::json pending_manifest;         // a newcomer's view of rank 0's buffers, checked in Begin()

@@ -337,7 +337,7 @@ Status Session::Impl::Join() {
 // that never leaves.
 Status Session::Impl::MergeNodeGroups() {
   if (Status st = ::elastic::mpi::MergeNodeGroups(*rendezvous, options.job_id, options.node_group, options.node_groups,
-                                                  options.join_token, &world, &base_links, &node_group_sizes);
+                                                  options.join_token, &world, &base_links, &node_groups_present);
       !st.ok()) {
     return st;
   }

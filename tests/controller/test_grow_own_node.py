@@ -9,8 +9,9 @@ import re
 import subprocess
 import unittest
 
-from clustertest import job_workdir, read, run, wait_job
-from e2e import LAUNCH, ElasticdTestCase, extension_jobs, gpus_of, status, submit_trainer, wait_until
+from clustertest import job_workdir, read, run, sbatch, wait_job
+from e2e import (LAUNCH, ElasticdTestCase, extension_jobs, gpus_of, status, submit_trainer, trainer_script,
+                 wait_until)
 
 
 def own_nodes_only():
@@ -40,6 +41,32 @@ class GrowOwnNodeTest(ElasticdTestCase):
         wait_until(lambda: re.search(r"join at step \d+: \d -> 4 ranks", read(os.path.join(wd, f"job-{job}.out"))),
                    60, "the join in the job's output")
         self.assertEqual(wait_job(job, timeout=240), "COMPLETED", read(os.path.join(wd, f"job-{job}.out"))[-2000:])
+
+    def test_a_two_node_job_grows_on_its_nodes(self):
+        # 1 GPU on each of two a100 nodes (n1, n2: 4 each), up to 8: extensions on those nodes
+        # (on Open MPI 5 nowhere else), the ranks joining a world of two node groups.
+        script = trainer_script(gpus=1, max_gpus=8, epochs=30, sbatch_lines="#SBATCH -N2")
+        script = script.replace("--elastic-gpus=1:8", "--elastic-gpus=2:8")
+        wd = job_workdir("two-node-grow")
+        job, _ = sbatch([], script=script, workdir=wd)
+        self.jobs.append(job)
+        wait_until(lambda: status().get(job, {}).get("metrics_received", 0) > 0, 90, "the job's first step")
+        parent_nodes = set(expand(nodes_of(job)))
+        self.assertEqual(len(parent_nodes), 2, parent_nodes)
+        wait_until(lambda: (gpus_of(job) or 0) > 2, 90, "the job above 2 GPUs")
+        exts = extension_jobs(job)
+        self.assertTrue(exts, "no extension job")
+        if own_nodes_only():
+            for ext, _state, _user, _account in exts:
+                self.assertLessEqual(set(expand(nodes_of(ext))), parent_nodes,
+                                     f"extension {ext} ran outside the job's nodes")
+        out = os.path.join(wd, f"job-{job}.out")
+        wait_until(lambda: re.search(r"join at step \d+: \d -> \d ranks", read(out)), 60, "a join in the job's output")
+        self.assertEqual(wait_job(job, timeout=300), "COMPLETED", read(out)[-3000:])
+
+
+def expand(hostlist):
+    return run(["scontrol", "show", "hostnames", hostlist]).stdout.split()
 
 
 if __name__ == "__main__":

@@ -238,6 +238,7 @@ nlohmann::json Controller::Decide(ElasticJob& job, const PlanInput& in, const op
   nlohmann::json d{{"job", id}, {"current", current}, {"target", target}, {"batch", job.batch}, {"target_batch", target_batch}};
   if (auto f = in.finishing.find(id); f != in.finishing.end()) d["time_left_s"] = f->second;  // not grown
   if (in.no_step.count(id)) d["no_step_yet"] = true;  // not grown: its program has reported no step
+  if (in.several_nodes.count(id)) d["several_nodes"] = true;  // not grown: its runtime adds ranks on one node only
   if (auto c = in.move_checks.find(id); c != in.move_checks.end()) d["move_checks"] = c->second;
   if (auto m = moves_.find(id); m != moves_.end()) {  // a move in flight: nothing else changes
     d["action"] = "move";
@@ -329,12 +330,12 @@ void Controller::Grow(ElasticJob& job, const PlanInput& in, int current, int tar
   auto& order = free.by_free[job.gpu_type];
   nlohmann::json groups = nlohmann::json::array();
   std::vector<std::pair<int, std::string>> skipped;  // nodes with fewer free GPUs than a step, or not the job's
-  const auto own = in.own_nodes_only.find(job.id);
-  if (own != in.own_nodes_only.end()) d["grows_onto"] = "job_nodes";
+  const auto leader = in.leader_node_only.find(job.id);
+  if (leader != in.leader_node_only.end()) d["grows_onto"] = "leader_node";
   while (need > 0 && !order.empty()) {
     auto [neg_free, node] = *order.begin();
     order.erase(order.begin());
-    if (own != in.own_nodes_only.end() && !own->second.count(node)) {  // its runtime cannot start ranks there
+    if (leader != in.leader_node_only.end() && leader->second != node) {  // its runtime cannot start ranks there
       skipped.push_back({neg_free, node});
       continue;
     }

@@ -243,8 +243,8 @@ nlohmann::json Controller::OnLauncher(const Request& r) {
                 {"env", r.msg.value("env", Json::object())},
                 {"topology", r.msg.value("topology", Json::object())},
                 {"grows_onto", Field<std::string>(r.msg, "grows_onto", "any_node")}};
-  if (launcher["grows_onto"] != "any_node" && launcher["grows_onto"] != "job_nodes")
-    throw Refuse(ErrorKind::kProtocol, "\"grows_onto\" must be \"any_node\" or \"job_nodes\"");
+  if (launcher["grows_onto"] != "any_node" && launcher["grows_onto"] != "leader_node")
+    throw Refuse(ErrorKind::kProtocol, "\"grows_onto\" must be \"any_node\" or \"leader_node\"");
   if (!launcher["argv"].is_array() || launcher["argv"].empty()) throw Refuse(ErrorKind::kProtocol, "launcher needs a non-empty \"argv\"");
   for (const auto& a : launcher["argv"]) {
     if (!a.is_string()) throw Refuse(ErrorKind::kProtocol, "\"argv\" must hold strings");

@@ -168,18 +168,24 @@ PlanInput BuildPlanInput(const Registry& registry, const std::vector<NodeInfo>& 
       in.finishing[id] = *left;
     }
     int max_gpus = MaxGpus(job, planned, account_ext[job.account], config);
-    if (job.GrowsOnOwnNodesOnly()) {
+    if (job.GrowsOnLeaderNodeOnly()) {
+      // The leader runs node group 0, on the first node of the job's allocation (SLURM_NODEID 0).
+      // Such a runtime adds ranks to a world on that node alone: a job on several nodes keeps its
+      // size, one on one node grows up to the GPUs of its type there (its own included).
       auto info = info_by_id.find(id);
-      std::set<std::string> own;
-      if (info != info_by_id.end()) own.insert(info->second->node_names.begin(), info->second->node_names.end());
-      int held = 0;  // the job's GPU type on those nodes, all of it (the job's own GPUs included)
-      for (const auto& name : own) {
-        auto nit = in.node_by_name.find(name);
-        if (nit == in.node_by_name.end()) continue;
+      std::string leader;
+      std::size_t job_nodes = 0;
+      if (info != info_by_id.end() && !info->second->node_names.empty()) {
+        leader = info->second->node_names.front();
+        job_nodes = info->second->node_names.size();
+      }
+      int held = 0;
+      if (auto nit = in.node_by_name.find(leader); nit != in.node_by_name.end() && job_nodes == 1) {
         for (const auto& t : nit->second->Types()) held += t.type == job.gpu_type ? t.gpus : 0;
       }
+      if (job_nodes > 1) in.several_nodes.insert(id);
       max_gpus = std::max(planned, std::min(max_gpus, held));
-      in.own_nodes_only[id] = std::move(own);
+      in.leader_node_only[id] = leader;
     }
     int gpn = in.GpusPerNode(job.gpu_type);
     if (frozen) {

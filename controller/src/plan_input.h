@@ -24,9 +24,11 @@ struct PlanInput {
   std::map<std::string, int> capacity;       // GPUs per type elastic work and pending jobs may use
   std::map<std::string, int> gpus_per_node;  // the largest node of each GPU type
   std::map<std::string, const NodeInfo*> node_by_name;
-  // Jobs that grow on their own nodes only (ElasticJob::GrowsOnOwnNodesOnly): those nodes. Their
-  // largest size in the plan is what those nodes hold of the job's GPU type.
-  std::map<uint32_t, std::set<std::string>> own_nodes_only;
+  // Jobs that grow on their leader's node only (ElasticJob::GrowsOnLeaderNodeOnly): that node.
+  // Their largest size in the plan is what that node holds of the job's GPU type; those of them
+  // on several nodes (`several_nodes`) are not grown at all.
+  std::map<uint32_t, std::string> leader_node_only;
+  std::set<uint32_t> several_nodes;
   std::vector<uint32_t> elastic_order;        // the registry's running jobs, in snapshot order
   std::set<uint32_t> frozen_jobs;             // elastic jobs that may not change this epoch
   std::map<uint32_t, double> finishing;       // jobs not grown because they are about to finish: time left

@@ -93,10 +93,10 @@ struct ElasticJob {
   static ElasticJob FromJson(const nlohmann::json& j);
   // The stored `spec` as the job contract reads it (tolerant: a missing or mistyped key is absent).
   contract::JobSpec Spec() const { return contract::JobSpec::FromJson(spec); }
-  // Its runtime can add ranks only on the nodes of its own allocation (the launcher said
-  // "grows_onto": "job_nodes": Open MPI 5's DVM); extensions then go to those nodes only.
-  bool GrowsOnOwnNodesOnly() const {
-    return launcher.is_object() && launcher.value("grows_onto", "any_node") == "job_nodes";
+  // Its runtime can add ranks only on the node of its node group 0 (the launcher said
+  // "grows_onto": "leader_node": Open MPI 5's DVM); extensions then go to that node only.
+  bool GrowsOnLeaderNodeOnly() const {
+    return launcher.is_object() && launcher.value("grows_onto", "any_node") == "leader_node";
   }
 };
 

@@ -331,7 +331,7 @@ void RegisterLauncher(const Options& o, const elastic::mpi::Config& config, cons
                      {"cwd", getcwd(cwd, sizeof cwd) ? cwd : "/"},
                      {"env", CuratedEnvironment(o)},
                      {"topology", topology.is_discarded() ? nlohmann::json::object() : topology},
-                     {"grows_onto", elastic::mpi::stack::ReachesAnyNode() ? "any_node" : "job_nodes"}};
+                     {"grows_onto", elastic::mpi::stack::GrowsOnto()}};
   auto r = link.value()->Call(msg, std::chrono::milliseconds(5000));
   if (!r.ok()) {
     std::fprintf(stderr, "elastic-launch: warning: elasticd did not take the launcher registration (%s); the job "

@@ -43,12 +43,15 @@ void AwaitServerIdle(pid_t server, double max_s);
 // for it (Open MPI 5: the private session directory of the DVM, of the group's mpirun --dvm).
 void RemoveLaunchFiles(const std::vector<std::string>& server_command);
 
-// Whether a group's ranks can start on any node the job is given (Open MPI 4: every group is MPI
-// singletons of its own node, joined through ompi-server) or only on the nodes of the job's own
-// allocation (Open MPI 5: the nodes its DVM was started on; PRRTE 3 cannot add a node to a DVM,
-// docs/interfaces.md section 5). elasticd extends a job of the second kind only on its own nodes
-// (the launcher reports it: `launcher` message, "grows_onto").
-bool ReachesAnyNode();
+// Where a joining group's ranks can start (the launcher reports it to elasticd: `launcher`
+// message, "grows_onto"): "any_node" (Open MPI 4: every group is MPI singletons of its own node,
+// joined through ompi-server) or "leader_node": only on the node of the job's node group 0, and
+// only while the whole world is on that node (Open MPI 5: the node whose DVM the leader started;
+// PRRTE 3.0.8 cannot add a node to a DVM, and a group launched into it does not join a world of
+// two node groups, on either node: "opal_modex_recv: failed with return value=-46", then the
+// connect times out or HAN crashes; docs/interfaces.md section 5). elasticd extends a job of the
+// second kind only on that node, and a job of it on several nodes not at all.
+const char* GrowsOnto();
 
 // How many node groups (one per node of the job's step) the rendezvous can merge into the job's
 // initial world (0: no limit), and why there is a limit. Open MPI 5.0 with PRRTE 3: 2. The connect

@@ -35,7 +35,7 @@ std::vector<std::string> GroupCommand(const GroupLaunch& launch, std::vector<std
 
 bool RanksOutsideLauncher() { return false; }
 
-bool ReachesAnyNode() { return true; }
+const char* GrowsOnto() { return "any_node"; }
 
 int MaxNodeGroups() { return 0; }
 

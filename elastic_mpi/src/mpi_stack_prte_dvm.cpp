@@ -112,7 +112,7 @@ std::vector<std::string> GroupCommand(const GroupLaunch& launch, std::vector<std
 
 bool RanksOutsideLauncher() { return true; }
 
-bool ReachesAnyNode() { return false; }
+const char* GrowsOnto() { return "leader_node"; }
 
 int MaxNodeGroups() { return 2; }
 

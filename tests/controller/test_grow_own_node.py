@@ -1,21 +1,24 @@
 """A job grows on its own node through an extension job, on either MPI stack: at 1 GPU of a node
 with 4, elasticd extends it to 4 and its ranks join the running world. Where the runtime can
-start ranks only on the nodes of the job's own allocation (Open MPI 5: the job's PRRTE DVM; the
-launcher reports "grows_onto": "job_nodes") every extension runs on the job's own node and the
-job is never planned beyond what that node holds; with Open MPI 4 an extension may go to any node."""
+start ranks only on the node of the job's leader, and only while the world is on that node (Open
+MPI 5: the job's PRRTE DVM; the launcher reports "grows_onto": "leader_node"), every extension
+runs on that node, the job is never planned beyond what that node holds, and a job on two nodes
+is not grown; with Open MPI 4 an extension may go to any node, and a two-node job grows."""
 
+import json
 import os
 import re
 import subprocess
+import time
 import unittest
 
 from clustertest import job_workdir, read, run, sbatch, wait_job
-from e2e import (LAUNCH, ElasticdTestCase, extension_jobs, gpus_of, status, submit_trainer, trainer_script,
+from e2e import (CTL, LAUNCH, ElasticdTestCase, extension_jobs, gpus_of, status, submit_trainer, trainer_script,
                  wait_until)
 
 
-def own_nodes_only():
-    """Whether this build's runtime reaches only the job's own nodes (the rendezvous named by
+def leader_node_only():
+    """Whether this build's runtime reaches only the job leader's node (the rendezvous named by
     elastic-launch --help: prte-dvm)."""
     out = subprocess.run([LAUNCH, "--help"], capture_output=True, text=True, check=False).stdout
     return "prte-dvm" in out
@@ -34,7 +37,7 @@ class GrowOwnNodeTest(ElasticdTestCase):
         wait_until(lambda: gpus_of(job) == 4, 90, "the job at 4 GPUs")
         exts = extension_jobs(job)
         self.assertTrue(exts, "no extension job")
-        if own_nodes_only():
+        if leader_node_only():
             for ext, _state, _user, _account in exts:
                 self.assertEqual(nodes_of(ext), parent_node, f"extension {ext} ran outside the job's node")
         # The ranks joined the running world: the program says so, then trains on to the end.
@@ -42,26 +45,33 @@ class GrowOwnNodeTest(ElasticdTestCase):
                    60, "the join in the job's output")
         self.assertEqual(wait_job(job, timeout=240), "COMPLETED", read(os.path.join(wd, f"job-{job}.out"))[-2000:])
 
-    def test_a_two_node_job_grows_on_its_nodes(self):
-        # 1 GPU on each of two a100 nodes (n1, n2: 4 each), up to 8: extensions on those nodes
-        # (on Open MPI 5 nowhere else), the ranks joining a world of two node groups.
+    def test_a_two_node_job_grows_only_where_its_runtime_can(self):
+        # 1 GPU on each of two a100 nodes (n1, n2: 4 each), up to 8. With Open MPI 4 extensions
+        # join a world of two node groups from those nodes; with Open MPI 5 a world on several
+        # nodes cannot take new ranks (not even on the leader's node), so elasticd keeps the job
+        # at 2 and says why in its plan ("several_nodes").
         script = trainer_script(gpus=1, max_gpus=8, epochs=30, sbatch_lines="#SBATCH -N2")
         script = script.replace("--elastic-gpus=1:8", "--elastic-gpus=2:8")
         wd = job_workdir("two-node-grow")
         job, _ = sbatch([], script=script, workdir=wd)
         self.jobs.append(job)
-        wait_until(lambda: status().get(job, {}).get("metrics_received", 0) > 0, 90, "the job's first step")
-        parent_nodes = set(expand(nodes_of(job)))
-        self.assertEqual(len(parent_nodes), 2, parent_nodes)
-        wait_until(lambda: (gpus_of(job) or 0) > 2, 90, "the job above 2 GPUs")
-        exts = extension_jobs(job)
-        self.assertTrue(exts, "no extension job")
-        if own_nodes_only():
-            for ext, _state, _user, _account in exts:
-                self.assertLessEqual(set(expand(nodes_of(ext))), parent_nodes,
-                                     f"extension {ext} ran outside the job's nodes")
         out = os.path.join(wd, f"job-{job}.out")
-        wait_until(lambda: re.search(r"join at step \d+: \d -> \d ranks", read(out)), 60, "a join in the job's output")
+        wait_until(lambda: status().get(job, {}).get("metrics_received", 0) > 0, 90, "the job's first step")
+        self.assertEqual(len(expand(nodes_of(job))), 2, nodes_of(job))
+        if leader_node_only():
+            def decision():
+                plan = json.loads(run([CTL, "--json", "plan", "--dry-run"]).stdout)
+                return next((d for d in plan.get("decisions", []) if d.get("job") == job), None)
+            d = wait_until(decision, 30, "elasticd's decision on the job")
+            self.assertTrue(d.get("several_nodes"), d)
+            self.assertEqual(d.get("target"), 2, d)
+            time.sleep(3 * self.EPOCH)  # epochs in which it would have grown
+            self.assertEqual(gpus_of(job), 2)
+            self.assertEqual(extension_jobs(job), [])
+        else:
+            wait_until(lambda: (gpus_of(job) or 0) > 2, 90, "the job above 2 GPUs")
+            self.assertTrue(extension_jobs(job), "no extension job")
+            wait_until(lambda: re.search(r"join at step \d+: \d -> \d ranks", read(out)), 60, "a join in the job's output")
         self.assertEqual(wait_job(job, timeout=300), "COMPLETED", read(out)[-3000:])
 
 

@@ -1,6 +1,7 @@
-// A job whose runtime can start ranks only on the nodes of its own allocation (Open MPI 5's DVM:
-// the launcher reports "grows_onto": "job_nodes") is extended only there, and the plan does not
-// give it more than those nodes hold; a job that reports nothing grows onto any node.
+// A job whose runtime can start ranks only on its leader's node (Open MPI 5's DVM: the launcher
+// reports "grows_onto": "leader_node") is extended only there, and the plan does not give it more
+// than that node holds; such a job on several nodes is not grown; a job that reports nothing
+// grows onto any node.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -48,16 +49,43 @@ std::set<std::string> GroupNodes(const nlohmann::json& d) {
   return nodes;
 }
 
-TEST(OwnNodesGrowthTest, AJobOnItsOwnNodesOnlyGrowsThereAndNoFurther) {
-  RecordedSnapshot snap = OneJobTwoNodes("job_nodes");
+TEST(LeaderNodeGrowthTest, AJobOnItsLeaderNodeOnlyGrowsThereAndNoFurther) {
+  RecordedSnapshot snap = OneJobTwoNodes("leader_node");
   const nlohmann::json d = Decision(snap);
   ASSERT_EQ(d["action"], "grow") << d.dump();
   EXPECT_EQ(d["target"], 4) << "the plan offers no more than the job's own node holds: " << d.dump();
-  EXPECT_EQ(d["grows_onto"], "job_nodes");
+  EXPECT_EQ(d["grows_onto"], "leader_node");
   EXPECT_EQ(GroupNodes(d), std::set<std::string>{snap.nodes[0].name}) << d.dump();
 }
 
-TEST(OwnNodesGrowthTest, AJobThatGrowsAnywhereUsesTheOtherNode) {
+// Three nodes of 4 GPUs; a job at 1 GPU on each of the last two, the first node idle. Its runtime
+// adds ranks on its leader's node only, to a world on that node alone: it is not grown.
+TEST(LeaderNodeGrowthTest, AJobOnSeveralNodesIsNotGrown) {
+  RecordedSnapshot snap = GenerateSnapshot(3, 4, 1, 1, 0, 3);
+  ASSERT_EQ(snap.registry.size(), 1u);
+  snap.registry[0]["base_gpus"] = 2;
+  snap.registry[0]["spec"]["gpus_min"] = 2;
+  snap.registry[0]["spec"]["gpus_max"] = 12;
+  snap.registry[0]["launcher"]["grows_onto"] = "leader_node";
+  snap.jobs[0].gpus = 2;
+  snap.jobs[0].node_names = {snap.nodes[1].name, snap.nodes[2].name};
+  snap.jobs[0].nodes = snap.nodes[1].name + "," + snap.nodes[2].name;
+  snap.nodes[0].gpus_used = 0;
+  snap.nodes[1].gpus_used = 1;
+  snap.nodes[2].gpus_used = 1;
+  const nlohmann::json d = Decision(snap);
+  EXPECT_NE(d.value("action", ""), "grow") << d.dump();
+  EXPECT_EQ(d["target"], 2) << d.dump();
+  EXPECT_EQ(d["several_nodes"], true) << d.dump();
+  EXPECT_TRUE(GroupNodes(d).empty()) << d.dump();
+  // The same job whose runtime starts ranks anywhere (Open MPI 4) grows.
+  snap.registry[0]["launcher"]["grows_onto"] = "any_node";
+  const nlohmann::json anywhere = Decision(snap);
+  EXPECT_EQ(anywhere["action"], "grow") << anywhere.dump();
+  EXPECT_FALSE(anywhere.contains("several_nodes"));
+}
+
+TEST(LeaderNodeGrowthTest, AJobThatGrowsAnywhereUsesTheOtherNode) {
   for (const char* grows_onto : {"any_node", static_cast<const char*>(nullptr)}) {
     RecordedSnapshot snap = OneJobTwoNodes(grows_onto);
     const nlohmann::json d = Decision(snap);

@@ -174,16 +174,16 @@ PlanInput BuildPlanInput(const Registry& registry, const std::vector<NodeInfo>& 
       // size, one on one node grows up to the GPUs of its type there (its own included).
       auto info = info_by_id.find(id);
       std::string leader;
-      std::size_t job_nodes = 0;
+      std::size_t node_count = 0;
       if (info != info_by_id.end() && !info->second->node_names.empty()) {
         leader = info->second->node_names.front();
-        job_nodes = info->second->node_names.size();
+        node_count = info->second->node_names.size();
       }
       int held = 0;
-      if (auto nit = in.node_by_name.find(leader); nit != in.node_by_name.end() && job_nodes == 1) {
+      if (auto nit = in.node_by_name.find(leader); nit != in.node_by_name.end() && node_count == 1) {
         for (const auto& t : nit->second->Types()) held += t.type == job.gpu_type ? t.gpus : 0;
       }
-      if (job_nodes > 1) in.several_nodes.insert(id);
+      if (node_count > 1) in.several_nodes.insert(id);
       max_gpus = std::max(planned, std::min(max_gpus, held));
       in.leader_node_only[id] = leader;
     }

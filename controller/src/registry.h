@@ -94,9 +94,10 @@ struct ElasticJob {
   // The stored `spec` as the job contract reads it (tolerant: a missing or mistyped key is absent).
   contract::JobSpec Spec() const { return contract::JobSpec::FromJson(spec); }
   // Its runtime can add ranks only on the node of its node group 0 (the launcher said
-  // "grows_onto": "leader_node": Open MPI 5's DVM); extensions then go to that node only.
+  // "grows_onto": "leader_node": Open MPI 5's DVM); extensions then go to that node only. Any
+  // value but "any_node" restricts (a state database may hold "job_nodes" of an earlier version).
   bool GrowsOnLeaderNodeOnly() const {
-    return launcher.is_object() && launcher.value("grows_onto", "any_node") == "leader_node";
+    return launcher.is_object() && launcher.value("grows_onto", "any_node") != "any_node";
   }
 };
 

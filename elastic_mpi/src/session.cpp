@@ -156,11 +156,21 @@ Session::~Session() {
   // gone: finalizing a world of four node groups at once hung about one run in three on Open MPI
   // 4.1 ("mca_btl_tcp_frag_send: writev failed: Broken pipe", then rank 0 spinning in
   // opal_finalize).
-  const bool merged = s.groups.size() > 1 || s.node_groups_present.size() > 1;
-  if (s.begun && !s.left && !s.stop && s.world != MPI_COMM_NULL && merged) {
+  // After a stop (SIGTERM on the base group) the joined groups are not taken apart (each shrink
+  // rebuilds the backend, within Slurm's KillWait), but the node groups still part (a split and
+  // a disconnect each). A rank that comes late (rank 0 saving the model) is waited for under the
+  // collective guard, which tells a busy rank from a dead one, before the watchdog's deadline.
+  // Every rank of the world decides alike: the group list and `stop` are the same everywhere,
+  // and with one group the world holds the base job's ranks alone, which all know its node groups.
+  const bool node_groups = s.groups.size() == 1 && s.node_groups_present.size() > 1;
+  const bool take_apart = s.stop ? node_groups : s.groups.size() > 1 || node_groups;
+  if (s.begun && !s.left && s.world != MPI_COMM_NULL && take_apart) {
+    if (s.guard) s.guard->Arm("the end of the job (every rank of the merged world)", s.step);
+    const int waited = MPI_Barrier(s.world);
+    if (s.guard) s.guard->Disarm();
     detail::Watchdog watchdog("leaving the merged world at the end of the job", s.options.connect_timeout_s);
-    bool parted = true;
-    while (s.groups.size() > 1 && !s.left) {
+    bool parted = waited == MPI_SUCCESS;
+    while (parted && s.groups.size() > 1 && !s.left) {
       Status st = s.Shrink(s.groups.back().id);
       if (!st.ok()) {
         Log(LogLevel::kWarning, kComponent, "leaving the merged world at the end: ", st.message());
@@ -176,8 +186,8 @@ Session::~Session() {
   s.backend.reset();
   if (s.world != MPI_COMM_NULL) MPI_Comm_free(&s.world);
   s.ReapLeftRequests(/*at_end=*/true);
-  // Inter-communicators of groups still present are disconnected only by a shrink; at the end of
-  // the job MPI_Finalize cleans them up.
+  // Inter-communicators still connected (after a stop, or a failed shrink or parting) are left to
+  // MPI_Finalize.
   if (s.own_mpi) {
     int finalized = 0;
     MPI_Finalized(&finalized);

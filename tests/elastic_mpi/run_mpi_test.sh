@@ -6,7 +6,7 @@
 #   run_mpi_test.sh join    BIN            two separate launches join through one ompi-server
 #   run_mpi_test.sh badtoken BIN           a joiner with a wrong token is refused
 #   run_mpi_test.sh sigterm BIN            a joined group that gets SIGTERM leaves at a step boundary
-#   run_mpi_test.sh nodes MPIEXEC BIN      two launches emulating two nodes of one job form one world
+#   run_mpi_test.sh nodes MPIEXEC BIN [GROUPS]  launches emulating GROUPS (2) nodes of one job form one world
 #   run_mpi_test.sh deadgroup MPIEXEC BIN  a spawned group's rank SIGKILLs itself: the job stops, bounded
 #   run_mpi_test.sh stall MPIEXEC BIN      a rank sleeps 3x the collective watchdog at a step: the job lives
 #   run_mpi_test.sh growfault BIN PHASE   a joiner dies at a grow phase: the parent completes at its size
@@ -120,34 +120,38 @@ join|badtoken|sigterm)
     || fail "samples not processed exactly once"
   ;;
 nodes)
-  # Two node groups of one job, as `srun --ntasks-per-node=1 elastic-launch` starts them on two
-  # nodes: node group 0 (2 ranks, the leader: ompi-server) and node group 1 (1 rank) share the run
-  # dir and the job's initial token; they must train as one world of 3 ranks and match a world
-  # launched at 3 ranks within the tolerance.
-  mpiexec=$1 bin=$2
+  # Node groups of one job (GROUPS, default 2), as `srun --ntasks-per-node=1 elastic-launch`
+  # starts them on as many nodes: node group 0 (2 ranks, the leader: the rendezvous) and the
+  # others (1 rank each) share the run dir and the job's initial token; they must train as one
+  # world and match a world launched at as many ranks within the tolerance, then part at the end
+  # (the last node group first) and exit 0.
+  mpiexec=$1 bin=$2 groups=${3:-2}
+  ranks=$((groups + 1))
   mkdir -p "$work/ref" "$work/el"
-  timeout -k 10 90 "$mpiexec" --oversubscribe -np 3 "$bin/elastic-train-logreg" \
+  timeout -k 10 90 "$mpiexec" --oversubscribe -np $ranks "$bin/elastic-train-logreg" \
     --samples $SAMPLES --epochs $EPOCHS --model-out "$work/ref/model" || fail "reference run failed"
-  export ELASTIC_JOB_ID=nodes$$ ELASTIC_JOIN_TOKEN=00112233445566778899aabbccddeeff ELASTIC_NODE_GROUPS=2
+  export ELASTIC_JOB_ID=nodes$$ ELASTIC_JOIN_TOKEN=00112233445566778899aabbccddeeff ELASTIC_NODE_GROUPS=$groups
   ELASTIC_NODE_GROUP=0 ELASTIC_METRICS_FILE="$work/el/metrics.jsonl" \
     timeout -k 10 120 "$bin/elastic-launch" -n 2 --oversubscribe --run-dir "$work/run" -- \
     "$bin/elastic-train-logreg" --samples $SAMPLES --epochs $EPOCHS --model-out "$work/el/model" \
     --ids-dir "$work/el" >"$work/node0.log" 2>&1 &
-  node0=$!; pids+=($node0)
-  ELASTIC_NODE_GROUP=1 timeout -k 10 120 "$bin/elastic-launch" -n 1 --oversubscribe --run-dir "$work/run" -- \
-    "$bin/elastic-train-logreg" --samples $SAMPLES --epochs $EPOCHS --ids-dir "$work/el" >"$work/node1.log" 2>&1 &
-  node1=$!; pids+=($node1)
-  wait $node0; rc0=$?
-  wait $node1; rc1=$?
+  node_pids=($!); pids+=($!)
+  for ((g = 1; g < groups; g++)); do
+    ELASTIC_NODE_GROUP=$g timeout -k 10 120 "$bin/elastic-launch" -n 1 --oversubscribe --run-dir "$work/run" -- \
+      "$bin/elastic-train-logreg" --samples $SAMPLES --epochs $EPOCHS --ids-dir "$work/el" >"$work/node$g.log" 2>&1 &
+    node_pids+=($!); pids+=($!)
+  done
+  rcs=()
+  for p in "${node_pids[@]}"; do wait "$p"; rcs+=($?); done
   pids=()
-  echo "--- node group 0"; cat "$work/node0.log"; echo "--- node group 1"; cat "$work/node1.log"
-  [[ $rc0 == 0 && $rc1 == 0 ]] || fail "node groups exited with $rc0 and $rc1"
-  grep -q "initial world of 3 ranks from 2 node groups" "$work/node0.log" || fail "no merged initial world"
-  grep -q "done: [0-9]* steps, world 3," "$work/node0.log" || fail "did not train as one world of 3"
+  for ((g = 0; g < groups; g++)); do echo "--- node group $g"; cat "$work/node$g.log"; done
+  for rc in "${rcs[@]}"; do [[ $rc == 0 ]] || fail "node groups exited with ${rcs[*]}"; done
+  grep -q "initial world of $ranks ranks from $groups node groups" "$work/node0.log" || fail "no merged initial world"
+  grep -q "done: [0-9]* steps, world $ranks," "$work/node0.log" || fail "did not train as one world of $ranks"
   "$bin/elastic-train-logreg" --verify-ids "$work/el" --samples $SAMPLES --epochs $EPOCHS \
     || fail "samples not processed exactly once"
   "$bin/elastic-train-logreg" --compare "$work/ref/model" "$work/el/model" --tolerance $TOLERANCE \
-    || fail "model differs from the world launched at 3 ranks"
+    || fail "model differs from the world launched at $ranks ranks"
   ;;
 deadgroup)
   # A spawned group's rank dies (SIGKILL) while the others enter the step's allreduce: the job

@@ -67,7 +67,7 @@ def daemon_pids():
     for name in sorted(os.listdir(run_dir)):
         if name.endswith(".pid") or name.endswith(".pid.own"):
             with open(os.path.join(run_dir, name)) as f:
-                pids[name] = int(f.read().strip())
+                pids[name] = int(f.read().split()[0])  # "PID START-TICKS"
     return pids
 
 
@@ -156,21 +156,32 @@ class ClusterScriptTest(unittest.TestCase):
         self.assertIn("unknown command 'sideways'", bad.stderr)
 
     def test_4_stale_pid_files_name_other_processes(self):
-        # Pid files left by a run that was killed, whose PIDs unrelated processes hold since (PIDs
-        # wrap; a new PID namespace starts again from 1): up must start every daemon and down must
-        # leave the unrelated processes alone.
+        # Pid files left by a run that was killed, whose PIDs an unrelated process holds since (PIDs
+        # wrap; a new PID namespace starts again from 1), in both formats ("PID START-TICKS", and a
+        # bare PID from an earlier version, older than the process): status reports no daemon,
+        # down leaves the process alone, and up starts every daemon.
         run_dir = os.path.join(PRIVATE_DIR, "run")
         os.makedirs(run_dir, exist_ok=True)
         other = subprocess.Popen(["sleep", "600"])
         try:
             stale = ["munged.pid", "mariadb.pid", "slurmdbd.pid", "slurmdbd.pid.own",
                      "slurmctld.pid.own", "slurmd-n1.pid.own"]
-            an_hour_ago = time.time() - 3600
-            for name in stale:
-                path = os.path.join(run_dir, name)
-                with open(path, "w") as f:
-                    f.write(f"{other.pid}\n")
-                os.utime(path, (an_hour_ago, an_hour_ago))
+
+            def write_stale():
+                an_hour_ago = time.time() - 3600
+                for i, name in enumerate(stale):
+                    path = os.path.join(run_dir, name)
+                    with open(path, "w") as f:
+                        f.write(f"{other.pid} 1\n" if i % 2 else f"{other.pid}\n")
+                    os.utime(path, (an_hour_ago, an_hour_ago))
+
+            write_stale()
+            status = cluster("status", check=False)
+            self.assertNotRegex(status.stdout, r"running \(pid", status.stdout)
+            cluster("down")
+            self.assertTrue(alive(other.pid), "down stopped a process that was not the cluster's")
+
+            write_stale()
             cluster("up")
             pids = daemon_pids()
             for name in stale:
@@ -184,7 +195,6 @@ class ClusterScriptTest(unittest.TestCase):
         finally:
             other.kill()
             other.wait()
-
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -6,6 +6,7 @@
 
 #include <set>
 #include <string>
+#include <vector>
 
 #include "controller.h"
 #include "db.h"
@@ -14,21 +15,30 @@
 namespace elastic::controller {
 namespace {
 
-// Two nodes of 4 GPUs; one elastic job at 1 GPU (up to 8) on the first, the second node idle.
-RecordedSnapshot OneJobTwoNodes(const char* grows_onto) {
-  RecordedSnapshot snap = GenerateSnapshot(2, 4, 1, 1, 0, 3);
+// `nodes` nodes of 4 GPUs; one elastic job at 1 GPU on each node of `on` (up to gpus_max), the
+// other nodes idle.
+RecordedSnapshot OneJob(int nodes, const std::vector<int>& on, int gpus_max, const char* grows_onto) {
+  RecordedSnapshot snap = GenerateSnapshot(nodes, 4, 1, 1, 0, 3);
   EXPECT_EQ(snap.registry.size(), 1u);
-  snap.registry[0]["base_gpus"] = 1;
-  snap.registry[0]["spec"]["gpus_min"] = 1;
-  snap.registry[0]["spec"]["gpus_max"] = 8;
+  const int gpus = static_cast<int>(on.size());
+  snap.registry[0]["base_gpus"] = gpus;
+  snap.registry[0]["spec"]["gpus_min"] = gpus;
+  snap.registry[0]["spec"]["gpus_max"] = gpus_max;
   if (grows_onto != nullptr) snap.registry[0]["launcher"]["grows_onto"] = grows_onto;
-  snap.jobs[0].gpus = 1;
-  snap.jobs[0].nodes = snap.nodes[0].name;
-  snap.jobs[0].node_names = {snap.nodes[0].name};
-  snap.nodes[0].gpus_used = 1;
-  snap.nodes[1].gpus_used = 0;
+  snap.jobs[0].gpus = gpus;
+  snap.jobs[0].node_names.clear();
+  snap.jobs[0].nodes.clear();
+  for (auto& n : snap.nodes) n.gpus_used = 0;
+  for (int i : on) {
+    snap.jobs[0].node_names.push_back(snap.nodes[static_cast<std::size_t>(i)].name);
+    snap.jobs[0].nodes += (snap.jobs[0].nodes.empty() ? "" : ",") + snap.nodes[static_cast<std::size_t>(i)].name;
+    snap.nodes[static_cast<std::size_t>(i)].gpus_used = 1;
+  }
   return snap;
 }
+
+// Two nodes of 4 GPUs; one elastic job at 1 GPU (up to 8) on the first, the second node idle.
+RecordedSnapshot OneJobTwoNodes(const char* grows_onto) { return OneJob(2, {0}, 8, grows_onto); }
 
 nlohmann::json Decision(const RecordedSnapshot& snap) {
   auto db = Database::Open(":memory:");
@@ -61,18 +71,7 @@ TEST(LeaderNodeGrowthTest, AJobOnItsLeaderNodeOnlyGrowsThereAndNoFurther) {
 // Three nodes of 4 GPUs; a job at 1 GPU on each of the last two, the first node idle. Its runtime
 // adds ranks on its leader's node only, to a world on that node alone: it is not grown.
 TEST(LeaderNodeGrowthTest, AJobOnSeveralNodesIsNotGrown) {
-  RecordedSnapshot snap = GenerateSnapshot(3, 4, 1, 1, 0, 3);
-  ASSERT_EQ(snap.registry.size(), 1u);
-  snap.registry[0]["base_gpus"] = 2;
-  snap.registry[0]["spec"]["gpus_min"] = 2;
-  snap.registry[0]["spec"]["gpus_max"] = 12;
-  snap.registry[0]["launcher"]["grows_onto"] = "leader_node";
-  snap.jobs[0].gpus = 2;
-  snap.jobs[0].node_names = {snap.nodes[1].name, snap.nodes[2].name};
-  snap.jobs[0].nodes = snap.nodes[1].name + "," + snap.nodes[2].name;
-  snap.nodes[0].gpus_used = 0;
-  snap.nodes[1].gpus_used = 1;
-  snap.nodes[2].gpus_used = 1;
+  RecordedSnapshot snap = OneJob(3, {1, 2}, 12, "leader_node");
   const nlohmann::json d = Decision(snap);
   EXPECT_NE(d.value("action", ""), "grow") << d.dump();
   EXPECT_EQ(d["target"], 2) << d.dump();

@@ -22,6 +22,17 @@ void ForEachItem(const std::string& text, F item) {
 // The running type: the first one named, "mixed" once another appears.
 void AddType(std::string& type, const std::string& t) { type = type.empty() || type == t ? t : "mixed"; }
 
+// A job's request string as GRES items: "gres:gpu:v100:2;gres/shard=1" -> "gpu:v100:2,shard:1"
+// (items split at ',' or ';', "gres:" and "gres/" prefixes gone, '=' before a count).
+std::string AsGresItems(std::string text) {
+  std::replace(text.begin(), text.end(), ';', ',');
+  for (const char* prefix : {"gres:", "gres/"}) {
+    for (size_t at = text.find(prefix); at != std::string::npos; at = text.find(prefix)) text.erase(at, 5);
+  }
+  std::replace(text.begin(), text.end(), '=', ':');  // "gpu:v100=1" -> "gpu:v100:1"
+  return text;
+}
+
 }  // namespace
 
 std::pair<std::string, int> ParseGpuGres(const std::string& gres) {
@@ -80,16 +91,15 @@ std::pair<std::string, int> ParseGpuTres(const std::string& tres) {
 
 std::string RequestedGpuType(const std::vector<std::string>& tres_per) {
   std::string type;
-  for (std::string text : tres_per) {
-    std::replace(text.begin(), text.end(), ';', ',');
-    for (const char* prefix : {"gres:", "gres/"}) {
-      for (size_t at = text.find(prefix); at != std::string::npos; at = text.find(prefix)) text.erase(at, 5);
-    }
-    std::replace(text.begin(), text.end(), '=', ':');  // "gpu:v100=1" -> "gpu:v100:1"
-    const std::string t = ParseGpuGres(text).first;
+  for (const std::string& text : tres_per) {
+    const std::string t = ParseGpuGres(AsGresItems(text)).first;
     if (!t.empty()) AddType(type, t);
   }
   return type;
+}
+
+int RequestedGpusPerNode(const std::string& tres_per_node) {
+  return ParseGpuGres(AsGresItems(tres_per_node)).second;
 }
 
 std::pair<std::string, int> RunningJobGpus(const std::string& tres_alloc, const std::string& gres_total,
@@ -98,11 +108,7 @@ std::pair<std::string, int> RunningJobGpus(const std::string& tres_alloc, const 
   if (gpus.second > 0) return gpus;
   gpus = ParseGpuGres(gres_total);
   if (gpus.second == 0) {
-    std::string per_node = tres_per_node;
-    for (size_t at = per_node.find("gres:"); at != std::string::npos; at = per_node.find("gres:")) {
-      per_node.erase(at, 5);  // "gres:gpu:a100:2" -> "gpu:a100:2"
-    }
-    gpus = ParseGpuGres(per_node);
+    gpus = ParseGpuGres(AsGresItems(tres_per_node));
     gpus.second *= static_cast<int>(std::max<uint32_t>(1, nodes));
   }
   if (gpus.first == "mixed") gpus.first.clear();

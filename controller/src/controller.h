@@ -155,7 +155,18 @@ class Controller {
   std::optional<optimizer::Plan> Solve(const optimizer::Snapshot& snap);
   // One decision per elastic job (plan_input's order), enacted unless dry_run.
   Json DiffAndEnact(const PlanInput& in, const std::optional<optimizer::Plan>& plan, const std::vector<NodeInfo>& nodes,
-                    const std::map<uint32_t, const JobInfo*>& by_id, bool dry_run, double now);
+                    const std::map<uint32_t, const JobInfo*>& by_id, bool dry_run, double now, Json& room);
+  // Room for waiting jobs whose request is per node (PlanInput::waiting_shapes, waiting_room.h),
+  // before the plan's decisions: per such job, in Slurm's order, the nodes it can start on at the
+  // least cost; the extensions in its way leave (their GPUs held for waiting jobs, as a shrink for
+  // a waiting job holds them) and its GPUs on those nodes are kept from growth this epoch.
+  // Extensions of jobs that may not rescale now (frozen) or move stay; the epoch looks again when
+  // they may. One entry per such job ("action": fits, release or none); `shrunk`: the decision of
+  // each job an extension left (a shrink, `room_for` naming the waiting jobs).
+  Json MakeRoom(const PlanInput& in, FreeGpus& free, bool dry_run, double now, std::map<uint32_t, Json>& shrunk);
+  // One extension leaves its job (joined: a shrink command; not yet joined: cancelled), its GPUs
+  // held for waiting jobs when `hold` (extensions.release_hold).
+  void LetGo(ElasticJob& job, Extension& e, const PlanInput& in, bool hold, double now);
   // `a`: the plan's assignment for the job (nullptr: none, or it gets nothing this epoch).
   Json Decide(ElasticJob& job, const PlanInput& in, const optimizer::Assignment* a, FreeGpus& free, bool dry_run,
               double now);

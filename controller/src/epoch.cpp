@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <set>
+#include <tuple>
 #include <unordered_map>
 
 #include "controller.h"
@@ -12,6 +13,7 @@
 #include "job_model.h"
 #include "model_refits.h"
 #include "type_moves.h"
+#include "waiting_room.h"
 
 namespace elastic::controller {
 namespace {
@@ -55,6 +57,7 @@ struct Controller::FreeGpus {
       auto it = by_id.find(e.slurm_job);
       if (it != by_id.end() && it->second->state == SlurmJobState::kPending) take(e.gpu_type, e.node, e.gpus);
     }
+    unheld = free;
     for (const auto& [key, hold] : holds) take(hold.type, hold.node, hold.gpus);  // released for a waiting job
     for (const auto& [type, per_node] : free) {
       for (const auto& [name, f] : per_node) {
@@ -62,6 +65,20 @@ struct Controller::FreeGpus {
       }
     }
   }
+
+  // Kept from growth this epoch (a waiting job's room).
+  void Take(const std::string& type, const std::string& node, int gpus) {
+    auto per_type = free.find(type);
+    if (gpus <= 0 || per_type == free.end()) return;
+    auto it = per_type->second.find(node);
+    if (it == per_type->second.end() || it->second <= 0) return;
+    by_free[type].erase({-it->second, node});
+    it->second = std::max(0, it->second - gpus);
+    if (it->second > 0) by_free[type].insert({-it->second, node});
+  }
+
+  // Free GPUs before the holds for waiting jobs are taken off (a waiting job may use those).
+  std::map<std::string, std::unordered_map<std::string, int>> unheld;
 };
 
 EpochResult Controller::RunEpoch(bool dry_run, const std::string& why) {
@@ -106,7 +123,8 @@ EpochResult Controller::Epoch(const std::vector<NodeInfo>& nodes, const std::vec
   result.stage_ms["plan"] = MsSince(t_plan);
 
   auto t_diff = Clock::now();
-  nlohmann::json decisions = DiffAndEnact(in, plan, nodes, by_id, dry_run, now);
+  nlohmann::json room;
+  nlohmann::json decisions = DiffAndEnact(in, plan, nodes, by_id, dry_run, now, room);
   result.stage_ms["diff"] = MsSince(t_diff);
   if (!dry_run && !in.waiting_types.empty()) {
     // A job waits, and jobs that just rescaled may not move yet: look again when the first may.
@@ -132,11 +150,13 @@ EpochResult Controller::Epoch(const std::vector<NodeInfo>& nodes, const std::vec
                  {"jobs", in.snap.jobs.size()},
                  {"capacity", in.capacity},
                  {"decisions", decisions},
+                 {"room", room},
                  {"fits", fits.ToJson()},
                  {"stage_ms", result.stage_ms}};
   if (!dry_run) {
     ++epochs_;
     nlohmann::json inputs{{"capacity", in.capacity}, {"jobs", in.snap.jobs.size()}, {"elastic", in.elastic_order.size()}};
+    if (!room.empty()) inputs["room"] = room;
     records::RecordEpoch(*db_, now, result.duration_ms, config_.policy, static_cast<int64_t>(in.snap.jobs.size()),
                          plan ? std::optional<double>(plan->objective) : std::nullopt, inputs, decisions);
     Log(LogLevel::kVerbose, kComponent, "epoch ", epochs_, ": ", in.snap.jobs.size(), " jobs, ", result.duration_ms, " ms, ",
@@ -195,7 +215,8 @@ std::optional<optimizer::Plan> Controller::Solve(const optimizer::Snapshot& snap
 
 nlohmann::json Controller::DiffAndEnact(const PlanInput& in, const std::optional<optimizer::Plan>& plan,
                                         const std::vector<NodeInfo>& nodes,
-                                        const std::map<uint32_t, const JobInfo*>& by_id, bool dry_run, double now) {
+                                        const std::map<uint32_t, const JobInfo*>& by_id, bool dry_run, double now,
+                                        nlohmann::json& room) {
   std::map<std::string, const optimizer::Assignment*> assignment;
   if (plan) {
     for (const auto& a : plan->assignments) assignment[a.job_id] = &a;
@@ -205,9 +226,17 @@ nlohmann::json Controller::DiffAndEnact(const PlanInput& in, const std::optional
     return h.second.until <= now || (!in.waiting_types.count(h.second.type) && !in.waiting_types.count(""));
   });
   FreeGpus free(nodes, registry_, by_id, holds_);
+  // Waiting jobs' nodes first (waiting_room.h). A job an extension left for them changes nothing
+  // else this epoch (its next decision comes once the extension has left, as after a shrink).
+  std::map<uint32_t, nlohmann::json> shrunk;
+  room = MakeRoom(in, free, dry_run, now, shrunk);
   nlohmann::json decisions = nlohmann::json::array();
   for (uint32_t id : in.elastic_order) {
     ElasticJob& job = registry_.jobs.at(id);
+    if (auto sit = shrunk.find(id); sit != shrunk.end()) {
+      decisions.push_back(std::move(sit->second));
+      continue;
+    }
     auto ait = assignment.find(std::to_string(id));
     // The plan's answer for the job; none when it was not planned or gets nothing this epoch.
     const optimizer::Assignment* a = ait != assignment.end() && !ait->second->pending ? ait->second : nullptr;
@@ -409,30 +438,133 @@ void Controller::Shrink(ElasticJob& job, const PlanInput& in, int current, int t
   d["groups"] = leaving;
   if (dry_run) return;
   const bool someone_waits = in.waiting_types.count(job.gpu_type) > 0 || in.waiting_types.count("") > 0;
-  for (Extension* e : chosen) {
-    if (someone_waits && config_.release_hold_s > 0) {
-      Hold& h = holds_[{e->node, job.gpu_type}];
-      h.node = e->node;
-      h.type = job.gpu_type;
-      h.gpus += e->gpus;
-      h.until = now + config_.release_hold_s;
-      d["held_for_waiting_jobs_s"] = config_.release_hold_s;
+  if (someone_waits && config_.release_hold_s > 0) d["held_for_waiting_jobs_s"] = config_.release_hold_s;
+  for (Extension* e : chosen) LetGo(job, *e, in, someone_waits, now);
+}
+
+void Controller::LetGo(ElasticJob& job, Extension& e, const PlanInput& in, bool hold, double now) {
+  if (hold && config_.release_hold_s > 0) {
+    Hold& h = holds_[{e.node, job.gpu_type}];
+    h.node = e.node;
+    h.type = job.gpu_type;
+    h.gpus += e.gpus;
+    h.until = now + config_.release_hold_s;
+  }
+  if (e.state == ExtState::kJoined) {
+    int from = registry_.CurrentGpus(job);
+    e.MoveTo(ExtState::kLeaving);
+    e.leaving_at = now;  // the runtime has extensions.leave_timeout to carry it out (lifecycle.cpp)
+    SaveExtension(e);
+    // The batch of the size this shrink leaves the job at (a drain may leave it below the plan's
+    // target, and group sizes need not meet the target exactly).
+    QueueCommand(job.id, {{"action", "shrink"}, {"group", e.group}, {"gpus", from - e.gpus},
+                          {"global_batch", BatchFor(in, job, from - e.gpus)}});
+    records::StartRescale(*db_, job.id, "shrink", e.group, from, from - e.gpus, now);
+    Audit(std::nullopt, "shrink", job.id, {{"group", e.group}, {"from", from}, {"to", from - e.gpus}});
+  } else if (e.state != ExtState::kJoining) {
+    EndExtension(e, ExtState::kCancelled, "no longer in the plan", true);  // never joined: just cancel it
+  }
+}
+
+nlohmann::json Controller::MakeRoom(const PlanInput& in, FreeGpus& free, bool dry_run, double now,
+                                    std::map<uint32_t, nlohmann::json>& shrunk) {
+  nlohmann::json out = nlohmann::json::array();
+  if (in.waiting_shapes.empty()) return out;
+  // What a waiting job may count on, per type and node: GPUs free now (held ones included: they
+  // were released for waiting jobs) and those of extensions leaving; less what earlier waiting
+  // jobs were given.
+  std::map<std::string, std::map<std::string, int>> avail;
+  for (const auto& [type, per_node] : free.unheld) {
+    for (const auto& [node, f] : per_node) avail[type][node] = f;
+  }
+  for (const auto& [eid, e] : registry_.extensions) {
+    auto per_type = avail.find(e.gpu_type);
+    if (e.state != ExtState::kLeaving || per_type == avail.end()) continue;
+    if (auto it = per_type->second.find(e.node); it != per_type->second.end()) it->second += e.gpus;
+  }
+  std::set<int64_t> released;  // this epoch, for an earlier waiting job
+  for (const auto& shape : in.waiting_shapes) {
+    std::vector<std::string> types;  // the GPU types it may use
+    if (shape.type.empty()) {
+      for (const auto& [type, per_node] : free.free) types.push_back(type);
+    } else {
+      types.push_back(shape.type);
     }
-    if (e->state == ExtState::kJoined) {
-      int from = registry_.CurrentGpus(job);
-      e->MoveTo(ExtState::kLeaving);
-      e->leaving_at = now;  // the runtime has extensions.leave_timeout to carry it out (lifecycle.cpp)
-      SaveExtension(*e);
-      // The batch of the size this shrink leaves the job at (a drain may leave it below the plan's
-      // target, and group sizes need not meet the target exactly).
-      QueueCommand(job.id, {{"action", "shrink"}, {"group", e->group}, {"gpus", from - e->gpus},
-                            {"global_batch", BatchFor(in, job, from - e->gpus)}});
-      records::StartRescale(*db_, job.id, "shrink", e->group, from, from - e->gpus, now);
-      Audit(std::nullopt, "shrink", job.id, {{"group", e->group}, {"from", from}, {"to", from - e->gpus}});
-    } else if (e->state != ExtState::kJoining) {
-      EndExtension(*e, ExtState::kCancelled, "no longer in the plan", true);  // never joined: just cancel it
+    auto of_type = [&](const std::string& t) { return std::find(types.begin(), types.end(), t) != types.end(); };
+    std::map<std::string, NodeRoom> rooms;
+    for (const auto& t : types) {
+      for (const auto& [node, a] : avail[t]) {
+        NodeRoom& r = rooms[node];
+        r.node = node;
+        r.free += a;
+      }
+    }
+    // Extensions that may leave now: joined, of jobs free to rescale (not frozen, not moving);
+    // on each node the latest joined first, as a shrink takes them.
+    std::vector<Extension*> candidates;
+    for (auto& [eid, e] : registry_.extensions) {
+      if (e.state != ExtState::kJoined || released.count(eid) || !rooms.count(e.node) || !of_type(e.gpu_type)) continue;
+      if (!registry_.jobs.count(e.parent) || in.frozen_jobs.count(e.parent) || moves_.count(e.parent)) continue;
+      candidates.push_back(&e);
+    }
+    std::sort(candidates.begin(), candidates.end(), [](const Extension* a, const Extension* b) {
+      return std::tie(b->joined_at, b->id) < std::tie(a->joined_at, a->id);
+    });
+    for (const Extension* e : candidates) rooms[e->node].releasable.push_back({e->id, e->gpus});
+    std::vector<NodeRoom> list;
+    for (auto& [node, r] : rooms) list.push_back(std::move(r));
+    nlohmann::json entry{{"job", shape.job}, {"nodes", shape.nodes}, {"gpus_per_node", shape.gpus_per_node}};
+    if (!shape.type.empty()) entry["type"] = shape.type;
+    const auto choice = ChooseRoom(shape.nodes, shape.gpus_per_node, list);
+    if (!choice) {
+      entry["action"] = "none";  // jobs elasticd does not shrink (or frozen ones) hold what it needs
+      out.push_back(std::move(entry));
+      continue;
+    }
+    nlohmann::json gone = nlohmann::json::array();
+    for (int64_t eid : choice->release) {
+      Extension& e = registry_.extensions.at(eid);
+      ElasticJob& job = registry_.jobs.at(e.parent);
+      released.insert(eid);
+      avail[e.gpu_type][e.node] += e.gpus;
+      gone.push_back({{"job", job.id}, {"group", e.group}, {"node", e.node}, {"gpus", e.gpus}});
+      // The job's decision this epoch: a shrink for the waiting job(s).
+      auto [dit, first] = shrunk.try_emplace(job.id, nlohmann::json{{"job", job.id}, {"action", "shrink"}});
+      nlohmann::json& d = dit->second;
+      if (first) d["current"] = registry_.PlannedGpus(job);
+      d["target"] = d["current"].get<int>() - d.value("released_gpus", 0) - e.gpus;
+      d["released_gpus"] = d.value("released_gpus", 0) + e.gpus;
+      d["groups"].push_back({{"group", e.group}, {"job", e.slurm_job}, {"gpus", e.gpus}, {"node", e.node}});
+      if (!d.contains("room_for") || d["room_for"].back() != shape.job) d["room_for"].push_back(shape.job);
+      if (dry_run) continue;
+      Log(LogLevel::kInfo, kComponent, "job ", shape.job, " waits for ", shape.gpus_per_node, " GPUs on each of ",
+          shape.nodes, " nodes: extension group ", e.group, " of job ", job.id, " on ", e.node, " (", e.gpus,
+          " GPUs) leaves for it");
+      LetGo(job, e, in, /*hold=*/true, now);
+    }
+    for (const auto& node : choice->nodes) {  // its GPUs there
+      int need = shape.gpus_per_node;
+      for (const auto& t : types) {
+        int& a = avail[t][node];
+        const int use = std::min(a, need);
+        a -= use;
+        need -= use;
+      }
+    }
+    entry["action"] = gone.empty() ? "fits" : "release";
+    entry["on"] = choice->nodes;
+    if (!gone.empty()) entry["released"] = std::move(gone);
+    out.push_back(std::move(entry));
+  }
+  // Growth this epoch leaves the waiting jobs what they were given: on each node it takes no more
+  // than what is left to count on there.
+  for (const auto& [type, per_node] : avail) {
+    for (const auto& [node, a] : per_node) {
+      auto it = free.free[type].find(node);
+      if (it != free.free[type].end() && it->second > a) free.Take(type, node, it->second - std::max(0, a));
     }
   }
+  return out;
 }
 
 }  // namespace elastic::controller

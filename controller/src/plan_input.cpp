@@ -222,6 +222,9 @@ PlanInput BuildPlanInput(const Registry& registry, const std::vector<NodeInfo>& 
     if (extension_jobs.count(j.id) || contract::IsExtensionComment(j.admin_comment)) continue;
     optimizer::Job oj = WaitingJob(j, capacity, config.pending_weight);
     for (const auto& o : oj.options) in.waiting_types.insert(o.gpu_type);
+    if (j.gpus_per_node > 0 && j.nodes_min > 0 && !oj.options.empty()) {
+      in.waiting_shapes.push_back({j.id, j.gpu_type, j.nodes_min, j.gpus_per_node});
+    }
     if (!oj.options.empty()) snap.jobs.push_back(std::move(oj));
   }
   for (const auto& [type, cap] : capacity) {

@@ -3,9 +3,9 @@
 #include <pwd.h>
 #include <strings.h>
 #include <sys/wait.h>
-#include <csignal>
-
+#include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstring>
 #include <tuple>
 
@@ -79,6 +79,13 @@ JobInfo FromRecord(const slurm_job_info_t& j) {
   job.gpus = gpus;
   job.request_type =
       slurm_text::RequestedGpuType({Str(j.tres_per_node), Str(j.tres_per_job), Str(j.tres_per_socket), Str(j.tres_per_task)});
+  if (job.state == SlurmJobState::kPending) {
+    job.gpus_per_node = slurm_text::RequestedGpusPerNode(Str(j.tres_per_node));
+    if (job.gpus_per_node > 0) {  // num_nodes of a pending job: the fewest nodes it may start on
+      job.nodes_min = j.num_nodes != 0 && j.num_nodes != NO_VAL ? static_cast<int>(j.num_nodes)
+                                                                 : std::max(1, job.gpus / job.gpus_per_node);
+    }
+  }
   if (j.time_limit != INFINITE && j.time_limit != NO_VAL) job.time_limit_s = static_cast<int64_t>(j.time_limit) * 60;
   job.end_time = static_cast<int64_t>(j.end_time);
   job.start_time = static_cast<int64_t>(j.start_time);

@@ -71,6 +71,10 @@ struct JobInfo {
   int gpus = 0;            // allocated (running) or requested (pending)
   std::string gpu_type;    // the single type, "" when untyped or mixed
   std::string request_type;  // the type its GPU request names ("" when untyped: --gres=gpu:N)
+  // Pending jobs whose GPU request is per node (--gres=gpu[:TYPE]:G, --gpus-per-node): G, and the
+  // nodes it needs at least; both 0 when its request is not per node (--gpus=N for the job).
+  int gpus_per_node = 0;
+  int nodes_min = 0;
   int64_t time_limit_s = 0;  // 0: none
   int64_t end_time = 0;    // expected end (running jobs), seconds since the epoch
   int64_t start_time = 0;

@@ -39,7 +39,7 @@ nlohmann::json SnapshotToJson(const std::vector<NodeInfo>& nodes, const std::vec
                  {"admin_comment", x.admin_comment}, {"nodes", x.nodes}, {"state", StateName(x.state)},
                  {"held", x.held}, {"waits_for_resources", x.waits_for_resources}, {"gpus", x.gpus},
                  {"gpu_type", x.gpu_type}, {"request_type", x.request_type}, {"time_limit_s", x.time_limit_s},
-                 {"end_time", x.end_time},
+                 {"gpus_per_node", x.gpus_per_node}, {"nodes_min", x.nodes_min}, {"end_time", x.end_time},
                  {"start_time", x.start_time}});
   }
   return {{"version", 1}, {"nodes", n}, {"jobs", j}, {"registry", registry}};
@@ -85,6 +85,8 @@ Result<RecordedSnapshot> SnapshotFromJson(const nlohmann::json& j) {
       o.gpus = x.value("gpus", 0);
       o.gpu_type = x.value("gpu_type", "");
       o.request_type = x.value("request_type", "");
+      o.gpus_per_node = x.value("gpus_per_node", 0);
+      o.nodes_min = x.value("nodes_min", 0);
       o.time_limit_s = x.value("time_limit_s", int64_t{0});
       o.end_time = x.value("end_time", int64_t{0});
       o.start_time = x.value("start_time", int64_t{0});

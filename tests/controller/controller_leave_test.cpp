@@ -1,7 +1,8 @@
 // Extensions leaving their job (no Slurm; the epoch is driven on a recorded view of it): a
-// drained node's extension leaves first whatever its age, so a drain takes one shrink; and a
-// leave the job never carries out ends at extensions.leave_timeout, in the epoch that passes it
-// and after a restart of elasticd alike.
+// drained node's extension leaves first whatever its age, so a drain takes one shrink; the
+// extension on the node a waiting job needs leaves, not the latest; and a leave the job never
+// carries out ends at extensions.leave_timeout, in the epoch that passes it and after a restart
+// of elasticd alike.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -158,6 +159,69 @@ TEST_F(LeaveTest, ADrainedNodeUnderAnOlderExtensionEmptiesInOneShrink) {
     EXPECT_NE(next["action"], "shrink") << next.dump();
   }
   EXPECT_EQ(Extensions(*ctl), (std::map<int, std::string>{{2, "joined"}}));
+}
+
+TEST_F(LeaveTest, AJobWaitingForAWholeNodeGetsTheNodeWhereAnExtensionLeaves) {
+  // Job B is gone: n2 holds only job A's group 1 (2 of its 4 GPUs free). A rigid job waits for a
+  // whole node (1 node x 4 GPUs). By GPU count the plan takes A from 6 to 4, and a shrink would
+  // let the latest group (2, on n1, beside A's base) go: no node would then have 4 free, and the
+  // job would wait while A stays at 4. Making room for its shape lets group 1 go instead: n2
+  // empties, and A keeps group 2 (at 4, as the plan says).
+  snap_.registry.erase(1);
+  snap_.jobs.erase(snap_.jobs.begin() + 1);
+  snap_.nodes[1].gpus_used = 2;
+  Seed("joined", "joined");
+  JobInfo waiting;
+  waiting.id = 99999;
+  waiting.state = SlurmJobState::kPending;
+  waiting.waits_for_resources = true;
+  waiting.gpus = 4;
+  waiting.gpus_per_node = 4;
+  waiting.nodes_min = 1;
+  waiting.gpu_type = snap_.nodes[0].gpu_type;
+  snap_.jobs.push_back(waiting);
+  auto ctl = Start({});
+  const EpochResult r = ctl->Epoch(snap_.nodes, snap_.jobs, /*dry_run=*/false);
+  ASSERT_EQ(r.plan["room"].size(), 1u) << r.plan.dump();
+  const nlohmann::json& room = r.plan["room"][0];
+  EXPECT_EQ(room["job"], 99999);
+  EXPECT_EQ(room["action"], "release") << room.dump();
+  EXPECT_EQ(room["on"], nlohmann::json::array({snap_.nodes[1].name})) << room.dump();
+  ASSERT_EQ(room["released"].size(), 1u) << room.dump();
+  EXPECT_EQ(room["released"][0]["group"], 1) << room.dump();
+  ASSERT_EQ(r.plan["decisions"].size(), 1u) << r.plan.dump();
+  const nlohmann::json& d = r.plan["decisions"][0];
+  EXPECT_EQ(d["action"], "shrink") << d.dump();
+  EXPECT_EQ(d["target"], 4) << d.dump();
+  EXPECT_EQ(d["room_for"], nlohmann::json::array({99999})) << d.dump();
+  const nlohmann::json poll =
+      ctl->Handle(owner_, {{"v", 1}, {"type", "poll"}, {"id", 2}, {"job", parent_}, {"wait_ms", 0}});
+  ASSERT_EQ(poll.at("commands").size(), 1u) << poll.dump();
+  EXPECT_EQ(poll.at("commands")[0]["action"], "shrink");
+  EXPECT_EQ(poll.at("commands")[0]["group"], 1);
+  EXPECT_EQ(poll.at("commands")[0]["gpus"], 4);
+  EXPECT_EQ(Extensions(*ctl), (std::map<int, std::string>{{1, "leaving"}, {2, "joined"}}));
+  // The next epoch (group 1 still leaving) releases nothing more: its GPUs come free for the job.
+  const EpochResult next = ctl->Epoch(snap_.nodes, snap_.jobs, /*dry_run=*/false);
+  ASSERT_EQ(next.plan["room"].size(), 1u) << next.plan.dump();
+  EXPECT_EQ(next.plan["room"][0]["action"], "fits") << next.plan["room"].dump();
+  EXPECT_EQ(Extensions(*ctl), (std::map<int, std::string>{{1, "leaving"}, {2, "joined"}}));
+
+  // The same job asking for its 4 GPUs as a whole (--gpus=4, not per node) can start on any
+  // nodes: no room is made, the plan's shrink (the latest group) serves it.
+  TearDown();
+  SetUp();
+  snap_.registry.erase(1);
+  snap_.jobs.erase(snap_.jobs.begin() + 1);
+  snap_.nodes[1].gpus_used = 2;
+  Seed("joined", "joined");
+  waiting.gpus_per_node = 0;
+  waiting.nodes_min = 0;
+  snap_.jobs.push_back(waiting);
+  auto whole = Start({});
+  const EpochResult any = whole->Epoch(snap_.nodes, snap_.jobs, /*dry_run=*/false);
+  EXPECT_TRUE(any.plan["room"].empty()) << any.plan.dump();
+  EXPECT_EQ(Extensions(*whole), (std::map<int, std::string>{{1, "joined"}, {2, "leaving"}}));
 }
 
 TEST_F(LeaveTest, ALeaveTheJobNeverCarriesOutEndsAtTheDeadline) {

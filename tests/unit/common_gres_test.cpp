@@ -47,6 +47,16 @@ TEST(Gres, TheTypeARequestNames) {
   EXPECT_EQ(RequestedGpuType({}), "");
 }
 
+TEST(Gres, TheGpusARequestAsksForOnEachNode) {
+  EXPECT_EQ(RequestedGpusPerNode("gres:gpu:v100:2"), 2);     // --gres=gpu:v100:2, Slurm 22.05
+  EXPECT_EQ(RequestedGpusPerNode("gres/gpu:v100:2"), 2);     // the same, Slurm 24.11
+  EXPECT_EQ(RequestedGpusPerNode("gres/gpu=4"), 4);          // --gpus-per-node=4
+  EXPECT_EQ(RequestedGpusPerNode("gres/gpu:a100=3"), 3);     // --gpus-per-node=a100:3
+  EXPECT_EQ(RequestedGpusPerNode("gres:gpu:1;gres:shard:2"), 1);
+  EXPECT_EQ(RequestedGpusPerNode("gres/shard:2"), 0);        // no GPU
+  EXPECT_EQ(RequestedGpusPerNode(""), 0);                    // --gpus=N: not per node
+}
+
 TEST(Gres, RunningJobFallsBackToGresThenRequest) {
   // The normal case: allocated TRES.
   EXPECT_EQ(RunningJobGpus("cpu=1,gres/gpu=2,gres/gpu:a100=2", "gpu:a100:2(IDX:0-1)", "gres:gpu:a100:2", 1),

@@ -24,6 +24,11 @@ std::pair<std::string, int> ParseGpuTres(const std::string& tres);
 // none names a type (an untyped request: --gres=gpu:N, --gpus=N), "mixed" when they name several.
 std::string RequestedGpuType(const std::vector<std::string>& tres_per);
 
+// The GPUs a job asks for on each of its nodes, from its tres_per_node ("gres:gpu:v100:2",
+// "gres/gpu:2", "gres/gpu:v100=2": --gres=gpu[:TYPE]:N or --gpus-per-node); 0 when its request is
+// not per node (--gpus=N for the whole job, --gpus-per-task) or names no GPU.
+int RequestedGpusPerNode(const std::string& tres_per_node);
+
 // A running job's GPUs: its allocated TRES, else (right after a restart of slurmctld, before the
 // TRES string is rebuilt) its GRES in use, else its per-node request ("gres:gpu:a100:2") times
 // its nodes. The type is "" when untyped or mixed.

@@ -537,9 +537,10 @@ nlohmann::json Controller::MakeRoom(const PlanInput& in, FreeGpus& free, bool dr
       d["groups"].push_back({{"group", e.group}, {"job", e.slurm_job}, {"gpus", e.gpus}, {"node", e.node}});
       if (!d.contains("room_for") || d["room_for"].back() != shape.job) d["room_for"].push_back(shape.job);
       if (dry_run) continue;
-      Log(LogLevel::kInfo, kComponent, "job ", shape.job, " waits for ", shape.gpus_per_node, " GPUs on each of ",
-          shape.nodes, " nodes: extension group ", e.group, " of job ", job.id, " on ", e.node, " (", e.gpus,
-          " GPUs) leaves for it");
+      Log(LogLevel::kInfo, kComponent, "job ", shape.job, " waits for ",
+          shape.nodes == 1 ? std::string("a node") : std::to_string(shape.nodes) + " nodes", " with ",
+          shape.gpus_per_node, " GPUs free", shape.nodes == 1 ? "" : " on each", ": extension group ", e.group,
+          " of job ", job.id, " on ", e.node, " (", e.gpus, " GPUs) leaves for it");
       LetGo(job, e, in, /*hold=*/true, now);
     }
     for (const auto& node : choice->nodes) {  // its GPUs there

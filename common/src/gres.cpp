@@ -23,14 +23,22 @@ void ForEachItem(const std::string& text, F item) {
 void AddType(std::string& type, const std::string& t) { type = type.empty() || type == t ? t : "mixed"; }
 
 // A job's request string as GRES items: "gres:gpu:v100:2;gres/shard=1" -> "gpu:v100:2,shard:1"
-// (items split at ',' or ';', "gres:" and "gres/" prefixes gone, '=' before a count).
+// (items split at ',' or ';', "gres:" and "gres/" prefixes gone, '=' before a count, and a GPU
+// item without a count counts 1, as Slurm reads --gres=gpu:v100: "gpu:v100" -> "gpu:v100:1").
 std::string AsGresItems(std::string text) {
   std::replace(text.begin(), text.end(), ';', ',');
   for (const char* prefix : {"gres:", "gres/"}) {
     for (size_t at = text.find(prefix); at != std::string::npos; at = text.find(prefix)) text.erase(at, 5);
   }
   std::replace(text.begin(), text.end(), '=', ':');  // "gpu:v100=1" -> "gpu:v100:1"
-  return text;
+  std::string out;
+  ForEachItem(text, [&](const std::string& item) {
+    out += (out.empty() ? "" : ",") + item;
+    const std::string last = item.substr(item.rfind(':') + 1);  // the whole item when it has no ':'
+    const bool counted = !last.empty() && std::all_of(last.begin(), last.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if ((item == "gpu" || item.rfind("gpu:", 0) == 0) && !counted) out += ":1";
+  });
+  return out;
 }
 
 }  // namespace

@@ -44,7 +44,7 @@ void Usage(std::FILE* out) {
                "       elasticd-bench metrics --jobs ID[,ID...] --rate R --seconds S [--connections C]\n"
                "                              [--controller HOST:PORT] [--munge-socket PATH]\n\n"
                "generate: prints a synthetic recorded snapshot (JSON) of a cluster with running elastic jobs.\n"
-               "replay:   runs elasticd's epoch stages (dry run: snapshot, plan, diff) on a recorded snapshot\n"
+               "replay:   runs elasticd's epoch stages (dry run: snapshot, room, plan, diff) on a recorded snapshot\n"
                "          (from `elasticctl snapshot` or `generate`) and prints one JSON line with the median\n"
                "          time of each stage in ms. Defaults: 2500 nodes x 8 GPUs, 3 types, 10000 jobs, 200\n"
                "          pending, seed 1; 5 repeats, policy dp. Target: every repeat's stages under 1000 ms\n"

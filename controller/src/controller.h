@@ -153,9 +153,11 @@ class Controller {
   struct FreeGpus;
   // The optimizer's plan for the snapshot; nullopt when there is nothing to plan or it failed.
   std::optional<optimizer::Plan> Solve(const optimizer::Snapshot& snap);
-  // One decision per elastic job (plan_input's order), enacted unless dry_run.
-  Json DiffAndEnact(const PlanInput& in, const std::optional<optimizer::Plan>& plan, const std::vector<NodeInfo>& nodes,
-                    const std::map<uint32_t, const JobInfo*>& by_id, bool dry_run, double now, Json& room);
+  // One decision per elastic job (plan_input's order), enacted unless dry_run; a job in `shrunk`
+  // (MakeRoom let an extension of it go this epoch) has that decision. `free`: the GPUs growth may
+  // take, as MakeRoom left them.
+  Json DiffAndEnact(const PlanInput& in, const std::optional<optimizer::Plan>& plan, FreeGpus& free,
+                    std::map<uint32_t, Json>& shrunk, bool dry_run, double now);
   // Room for waiting jobs whose request is per node (PlanInput::waiting_shapes, waiting_room.h),
   // before the plan's decisions: per such job, in Slurm's order, the nodes it can start on at the
   // least cost; the extensions in its way leave (their GPUs held for waiting jobs, as a shrink for

@@ -118,13 +118,28 @@ EpochResult Controller::Epoch(const std::vector<NodeInfo>& nodes, const std::vec
   PlanInput in = BuildPlanInput(registry_, nodes, sjobs, config_, paused_all_, now, MoveCostS());
   result.stage_ms["snapshot"] = MsSince(t_snap);
 
+  // Holds end when their time is up, or when no job waits for their GPU type any more (it started).
+  std::erase_if(holds_, [&](const auto& h) {
+    return h.second.until <= now || (!in.waiting_types.count(h.second.type) && !in.waiting_types.count(""));
+  });
+  FreeGpus free(nodes, registry_, by_id, holds_);
+  // Waiting jobs' nodes first (waiting_room.h). What leaves for them is leaving when the plan is
+  // made (the plan's input again, without it), so that the plan does not shrink other jobs for
+  // the same waiting jobs; each job an extension left changes nothing else this epoch (its next
+  // decision comes once the extension has left, as after a shrink). A dry run plans as if nothing
+  // had left.
+  auto t_room = Clock::now();
+  std::map<uint32_t, nlohmann::json> shrunk;
+  const nlohmann::json room = MakeRoom(in, free, dry_run, now, shrunk);
+  if (!shrunk.empty() && !dry_run) in = BuildPlanInput(registry_, nodes, sjobs, config_, paused_all_, now, MoveCostS());
+  result.stage_ms["room"] = MsSince(t_room);
+
   auto t_plan = Clock::now();
   std::optional<optimizer::Plan> plan = Solve(in.snap);
   result.stage_ms["plan"] = MsSince(t_plan);
 
   auto t_diff = Clock::now();
-  nlohmann::json room;
-  nlohmann::json decisions = DiffAndEnact(in, plan, nodes, by_id, dry_run, now, room);
+  nlohmann::json decisions = DiffAndEnact(in, plan, free, shrunk, dry_run, now);
   result.stage_ms["diff"] = MsSince(t_diff);
   if (!dry_run && !in.waiting_types.empty()) {
     // A job waits, and jobs that just rescaled may not move yet: look again when the first may.
@@ -213,23 +228,12 @@ std::optional<optimizer::Plan> Controller::Solve(const optimizer::Snapshot& snap
   return plan;
 }
 
-nlohmann::json Controller::DiffAndEnact(const PlanInput& in, const std::optional<optimizer::Plan>& plan,
-                                        const std::vector<NodeInfo>& nodes,
-                                        const std::map<uint32_t, const JobInfo*>& by_id, bool dry_run, double now,
-                                        nlohmann::json& room) {
+nlohmann::json Controller::DiffAndEnact(const PlanInput& in, const std::optional<optimizer::Plan>& plan, FreeGpus& free,
+                                        std::map<uint32_t, nlohmann::json>& shrunk, bool dry_run, double now) {
   std::map<std::string, const optimizer::Assignment*> assignment;
   if (plan) {
     for (const auto& a : plan->assignments) assignment[a.job_id] = &a;
   }
-  // Holds end when their time is up, or when no job waits for their GPU type any more (it started).
-  std::erase_if(holds_, [&](const auto& h) {
-    return h.second.until <= now || (!in.waiting_types.count(h.second.type) && !in.waiting_types.count(""));
-  });
-  FreeGpus free(nodes, registry_, by_id, holds_);
-  // Waiting jobs' nodes first (waiting_room.h). A job an extension left for them changes nothing
-  // else this epoch (its next decision comes once the extension has left, as after a shrink).
-  std::map<uint32_t, nlohmann::json> shrunk;
-  room = MakeRoom(in, free, dry_run, now, shrunk);
   nlohmann::json decisions = nlohmann::json::array();
   for (uint32_t id : in.elastic_order) {
     ElasticJob& job = registry_.jobs.at(id);
@@ -451,16 +455,18 @@ void Controller::LetGo(ElasticJob& job, Extension& e, const PlanInput& in, bool 
     h.until = now + config_.release_hold_s;
   }
   if (e.state == ExtState::kJoined) {
-    int from = registry_.CurrentGpus(job);
     e.MoveTo(ExtState::kLeaving);
     e.leaving_at = now;  // the runtime has extensions.leave_timeout to carry it out (lifecycle.cpp)
     SaveExtension(e);
-    // The batch of the size this shrink leaves the job at (a drain may leave it below the plan's
-    // target, and group sizes need not meet the target exactly).
-    QueueCommand(job.id, {{"action", "shrink"}, {"group", e.group}, {"gpus", from - e.gpus},
-                          {"global_batch", BatchFor(in, job, from - e.gpus)}});
-    records::StartRescale(*db_, job.id, "shrink", e.group, from, from - e.gpus, now);
-    Audit(std::nullopt, "shrink", job.id, {{"group", e.group}, {"from", from}, {"to", from - e.gpus}});
+    // The runtime carries out its shrinks in order: this one leaves the job at its size once
+    // every group leaving so far has left (several may leave in one epoch, or one may still be
+    // leaving from an earlier one). The command carries that size's batch (a drain may leave it
+    // below the plan's target, and group sizes need not meet the target exactly).
+    const int to = registry_.PlannedGpus(job);
+    const int from = to + e.gpus;
+    QueueCommand(job.id, {{"action", "shrink"}, {"group", e.group}, {"gpus", to}, {"global_batch", BatchFor(in, job, to)}});
+    records::StartRescale(*db_, job.id, "shrink", e.group, from, to, now);
+    Audit(std::nullopt, "shrink", job.id, {{"group", e.group}, {"from", from}, {"to", to}});
   } else if (e.state != ExtState::kJoining) {
     EndExtension(e, ExtState::kCancelled, "no longer in the plan", true);  // never joined: just cancel it
   }
@@ -482,37 +488,53 @@ nlohmann::json Controller::MakeRoom(const PlanInput& in, FreeGpus& free, bool dr
     if (e.state != ExtState::kLeaving || per_type == avail.end()) continue;
     if (auto it = per_type->second.find(e.node); it != per_type->second.end()) it->second += e.gpus;
   }
+  // Extensions that may leave now, per type and node, the latest joined first (as a shrink takes
+  // them): joined, of jobs free to rescale (not frozen, not moving).
+  std::map<std::string, std::unordered_map<std::string, std::vector<const Extension*>>> may_leave;
+  {
+    std::vector<const Extension*> all;
+    for (const auto& [eid, e] : registry_.extensions) {
+      if (e.state != ExtState::kJoined || !registry_.jobs.count(e.parent)) continue;
+      if (in.frozen_jobs.count(e.parent) || moves_.count(e.parent)) continue;
+      all.push_back(&e);
+    }
+    std::sort(all.begin(), all.end(), [](const Extension* a, const Extension* b) {
+      return std::tie(b->joined_at, b->id) < std::tie(a->joined_at, a->id);
+    });
+    for (const Extension* e : all) may_leave[e->gpu_type][e->node].push_back(e);
+  }
   std::set<int64_t> released;  // this epoch, for an earlier waiting job
   for (const auto& shape : in.waiting_shapes) {
     std::vector<std::string> types;  // the GPU types it may use
-    if (shape.type.empty()) {
+    if (auto m = moves_.find(shape.job); m != moves_.end()) {
+      types.push_back(m->second.to);  // requeued for a move: Slurm starts it on that type only
+    } else if (shape.type.empty()) {
       for (const auto& [type, per_node] : free.free) types.push_back(type);
     } else {
       types.push_back(shape.type);
     }
-    auto of_type = [&](const std::string& t) { return std::find(types.begin(), types.end(), t) != types.end(); };
-    std::map<std::string, NodeRoom> rooms;
+    // What each node offers it; a node with several of its types counts them together.
+    std::vector<NodeRoom> list;
+    std::unordered_map<std::string, std::size_t> at;
     for (const auto& t : types) {
+      const auto& leave_t = may_leave[t];
       for (const auto& [node, a] : avail[t]) {
-        NodeRoom& r = rooms[node];
-        r.node = node;
+        auto [it, fresh] = at.try_emplace(node, list.size());
+        if (fresh) list.push_back({node, 0, {}});
+        NodeRoom& r = list[it->second];
         r.free += a;
+        if (auto lit = leave_t.find(node); lit != leave_t.end()) {
+          for (const Extension* e : lit->second) {
+            if (!released.count(e->id)) r.releasable.push_back({e->id, e->gpus});
+          }
+        }
       }
     }
-    // Extensions that may leave now: joined, of jobs free to rescale (not frozen, not moving);
-    // on each node the latest joined first, as a shrink takes them.
-    std::vector<Extension*> candidates;
-    for (auto& [eid, e] : registry_.extensions) {
-      if (e.state != ExtState::kJoined || released.count(eid) || !rooms.count(e.node) || !of_type(e.gpu_type)) continue;
-      if (!registry_.jobs.count(e.parent) || in.frozen_jobs.count(e.parent) || moves_.count(e.parent)) continue;
-      candidates.push_back(&e);
-    }
-    std::sort(candidates.begin(), candidates.end(), [](const Extension* a, const Extension* b) {
-      return std::tie(b->joined_at, b->id) < std::tie(a->joined_at, a->id);
+    std::erase_if(list, [&](const NodeRoom& r) {  // nodes that could never hold it
+      int could = r.free;
+      for (const auto& [id, gpus] : r.releasable) could += gpus;
+      return could < shape.gpus_per_node;
     });
-    for (const Extension* e : candidates) rooms[e->node].releasable.push_back({e->id, e->gpus});
-    std::vector<NodeRoom> list;
-    for (auto& [node, r] : rooms) list.push_back(std::move(r));
     nlohmann::json entry{{"job", shape.job}, {"nodes", shape.nodes}, {"gpus_per_node", shape.gpus_per_node}};
     if (!shape.type.empty()) entry["type"] = shape.type;
     const auto choice = ChooseRoom(shape.nodes, shape.gpus_per_node, list);
@@ -528,14 +550,21 @@ nlohmann::json Controller::MakeRoom(const PlanInput& in, FreeGpus& free, bool dr
       released.insert(eid);
       avail[e.gpu_type][e.node] += e.gpus;
       gone.push_back({{"job", job.id}, {"group", e.group}, {"node", e.node}, {"gpus", e.gpus}});
-      // The job's decision this epoch: a shrink for the waiting job(s).
+      // The job's decision this epoch: a shrink (as Shrink writes it) for the waiting job(s).
       auto [dit, first] = shrunk.try_emplace(job.id, nlohmann::json{{"job", job.id}, {"action", "shrink"}});
       nlohmann::json& d = dit->second;
-      if (first) d["current"] = registry_.PlannedGpus(job);
-      d["target"] = d["current"].get<int>() - d.value("released_gpus", 0) - e.gpus;
-      d["released_gpus"] = d.value("released_gpus", 0) + e.gpus;
-      d["groups"].push_back({{"group", e.group}, {"job", e.slurm_job}, {"gpus", e.gpus}, {"node", e.node}});
-      if (!d.contains("room_for") || d["room_for"].back() != shape.job) d["room_for"].push_back(shape.job);
+      if (first) {
+        d["current"] = d["target"] = registry_.PlannedGpus(job);
+        d["batch"] = job.batch;
+        d["groups"] = nlohmann::json::array();
+        d["room_for"] = nlohmann::json::array();
+        if (config_.release_hold_s > 0) d["held_for_waiting_jobs_s"] = config_.release_hold_s;
+      }
+      d["target"] = d["target"].get<int>() - e.gpus;
+      d["target_batch"] = BatchFor(in, job, d["target"].get<int>());
+      d["groups"].push_back({{"group", e.group}, {"job", e.slurm_job}, {"gpus", e.gpus}, {"state", ExtStateName(e.state)},
+                             {"node", e.node}});
+      if (d["room_for"].empty() || d["room_for"].back() != shape.job) d["room_for"].push_back(shape.job);
       if (dry_run) continue;
       Log(LogLevel::kInfo, kComponent, "job ", shape.job, " waits for ",
           shape.nodes == 1 ? std::string("a node") : std::to_string(shape.nodes) + " nodes", " with ",

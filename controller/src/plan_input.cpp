@@ -223,10 +223,13 @@ PlanInput BuildPlanInput(const Registry& registry, const std::vector<NodeInfo>& 
     optimizer::Job oj = WaitingJob(j, capacity, config.pending_weight);
     for (const auto& o : oj.options) in.waiting_types.insert(o.gpu_type);
     if (j.gpus_per_node > 0 && j.nodes_min > 0 && !oj.options.empty()) {
-      in.waiting_shapes.push_back({j.id, j.gpu_type, j.nodes_min, j.gpus_per_node});
+      in.waiting_shapes.push_back({j.id, j.gpu_type, j.nodes_min, j.gpus_per_node, j.priority});
     }
     if (!oj.options.empty()) snap.jobs.push_back(std::move(oj));
   }
+  std::sort(in.waiting_shapes.begin(), in.waiting_shapes.end(), [](const auto& a, const auto& b) {
+    return a.priority != b.priority ? a.priority > b.priority : a.job < b.job;
+  });
   for (const auto& [type, cap] : capacity) {
     if (cap > 0) snap.cluster.types.push_back({type, cap, 1});  // capacity in GPUs; nodes are chosen below
   }

@@ -35,13 +35,15 @@ struct PlanInput {
   std::set<uint32_t> no_step;                 // jobs not grown because their program reported no step yet
   std::map<uint32_t, std::map<int, int64_t>> batch_at;  // each elastic job's batch per GPU count (its options)
   std::set<std::string> waiting_types;        // GPU types a pending job waits for ("" included: any type)
-  // Waiting jobs whose GPU request is per node (JobInfo::gpus_per_node), in Slurm's job order:
-  // the shape the epoch makes room for (waiting_room.h). type "": any type.
+  // Waiting jobs whose GPU request is per node (JobInfo::gpus_per_node), in the order Slurm
+  // starts them (highest priority first, then the oldest): the shape the epoch makes room for
+  // (waiting_room.h). type "": any type.
   struct WaitingShape {
     uint32_t job = 0;
     std::string type;
     int nodes = 0;
     int gpus_per_node = 0;
+    uint32_t priority = 0;
   };
   std::vector<WaitingShape> waiting_shapes;
   // Jobs that accept other GPU types: per type, whether a move there would pay back (MoveCheck

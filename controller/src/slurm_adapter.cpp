@@ -80,10 +80,14 @@ JobInfo FromRecord(const slurm_job_info_t& j) {
   job.request_type =
       slurm_text::RequestedGpuType({Str(j.tres_per_node), Str(j.tres_per_job), Str(j.tres_per_socket), Str(j.tres_per_task)});
   if (job.state == SlurmJobState::kPending) {
+    job.priority = j.priority;
     job.gpus_per_node = slurm_text::RequestedGpusPerNode(Str(j.tres_per_node));
-    if (job.gpus_per_node > 0) {  // num_nodes of a pending job: the fewest nodes it may start on
-      job.nodes_min = j.num_nodes != 0 && j.num_nodes != NO_VAL ? static_cast<int>(j.num_nodes)
-                                                                 : std::max(1, job.gpus / job.gpus_per_node);
+    // Its GPUs requested (tres_req_str: per node times its fewest nodes) over those per node; else
+    // num_nodes (slurmctld's count or estimate for a pending job).
+    if (job.gpus_per_node > 0 && job.gpus > 0 && job.gpus % job.gpus_per_node == 0) {
+      job.nodes_min = job.gpus / job.gpus_per_node;
+    } else if (job.gpus_per_node > 0) {
+      job.nodes_min = j.num_nodes != 0 && j.num_nodes != NO_VAL ? static_cast<int>(j.num_nodes) : 1;
     }
   }
   if (j.time_limit != INFINITE && j.time_limit != NO_VAL) job.time_limit_s = static_cast<int64_t>(j.time_limit) * 60;

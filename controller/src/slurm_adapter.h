@@ -75,6 +75,7 @@ struct JobInfo {
   // nodes it needs at least; both 0 when its request is not per node (--gpus=N for the job).
   int gpus_per_node = 0;
   int nodes_min = 0;
+  uint32_t priority = 0;   // pending jobs: Slurm's priority (the higher starts first)
   int64_t time_limit_s = 0;  // 0: none
   int64_t end_time = 0;    // expected end (running jobs), seconds since the epoch
   int64_t start_time = 0;

@@ -39,7 +39,7 @@ nlohmann::json SnapshotToJson(const std::vector<NodeInfo>& nodes, const std::vec
                  {"admin_comment", x.admin_comment}, {"nodes", x.nodes}, {"state", StateName(x.state)},
                  {"held", x.held}, {"waits_for_resources", x.waits_for_resources}, {"gpus", x.gpus},
                  {"gpu_type", x.gpu_type}, {"request_type", x.request_type}, {"time_limit_s", x.time_limit_s},
-                 {"gpus_per_node", x.gpus_per_node}, {"nodes_min", x.nodes_min}, {"end_time", x.end_time},
+                 {"gpus_per_node", x.gpus_per_node}, {"nodes_min", x.nodes_min}, {"priority", x.priority}, {"end_time", x.end_time},
                  {"start_time", x.start_time}});
   }
   return {{"version", 1}, {"nodes", n}, {"jobs", j}, {"registry", registry}};
@@ -87,6 +87,7 @@ Result<RecordedSnapshot> SnapshotFromJson(const nlohmann::json& j) {
       o.request_type = x.value("request_type", "");
       o.gpus_per_node = x.value("gpus_per_node", 0);
       o.nodes_min = x.value("nodes_min", 0);
+      o.priority = x.value("priority", uint32_t{0});
       o.time_limit_s = x.value("time_limit_s", int64_t{0});
       o.end_time = x.value("end_time", int64_t{0});
       o.start_time = x.value("start_time", int64_t{0});
@@ -104,6 +105,15 @@ void SeedRegistry(Database& db, const nlohmann::json& registry) {
   for (const auto& r : registry) {
     records::SeedRunningJob(db, r);
   }
+}
+
+void SeedExtension(Database& db, uint32_t parent, int group, uint32_t slurm_job, const std::string& node,
+                   const std::string& gpu_type, int gpus, const std::string& state, double created_at,
+                   double joined_at) {
+  db.Run("INSERT INTO extensions (parent, grp, slurm_job, node, gpu_type, gpus, account, token, state, created_at, "
+         "joined_at) VALUES (?, ?, ?, ?, ?, ?, 'a', 'x', ?, ?, ?)",
+         {int64_t{parent}, int64_t{group}, int64_t{slurm_job}, node, gpu_type, int64_t{gpus}, state, created_at,
+          joined_at});
 }
 
 RecordedSnapshot GenerateSnapshot(int nodes, int gpus_per_node, int types, int elastic_jobs, int pending, uint64_t seed) {
@@ -177,6 +187,8 @@ RecordedSnapshot GenerateSnapshot(int nodes, int gpus_per_node, int types, int e
     j.waits_for_resources = true;
     j.gpus = 1 + static_cast<int>(rng() % gpus_per_node);
     j.gpu_type = "t" + std::to_string(rng() % static_cast<uint64_t>(types));
+    j.gpus_per_node = j.gpus;  // --gres=gpu:tN:G, one node: the epoch makes room for its shape
+    j.nodes_min = 1;
     s.jobs.push_back(j);
   }
   return s;

@@ -69,7 +69,7 @@ std::optional<RoomChoice> ChooseRoom(int nodes, int gpus_per_node, const std::ve
     if (auto c = CostOf(r, gpus_per_node)) costs.push_back(std::move(*c));
   }
   if (costs.size() < static_cast<std::size_t>(nodes)) return std::nullopt;
-  std::sort(costs.begin(), costs.end(), [](const NodeCost& a, const NodeCost& b) {
+  std::partial_sort(costs.begin(), costs.begin() + nodes, costs.end(), [](const NodeCost& a, const NodeCost& b) {
     return std::tie(a.gpus, a.room->free, a.room->node) < std::tie(b.gpus, b.room->free, b.room->node);
   });
   RoomChoice choice;

@@ -30,7 +30,8 @@ struct RoomChoice {
 };
 
 // The cheapest way to give `nodes` nodes `gpus_per_node` free GPUs each: per node, the fewest
-// GPUs of extensions to release (ties: fewer extensions, then the earlier in its order), then the
+// GPUs of extensions to release (ties: fewer extensions, then the earlier in its order; exact
+// while a node has up to 12 releasable extensions, past that the largest first), then the
 // nodes that cost least (ties: the node with fewer free GPUs first, so that large holes stay for
 // others; then by name). nullopt when even every releasable extension gone would not do (other
 // jobs hold the rest; nothing elasticd releases helps). Deterministic.

@@ -67,10 +67,8 @@ class LeaveTest : public ::testing::Test {
     const double t = Now() - 1000;
     for (auto [group, node, joined, state] : {std::tuple{1, snap_.nodes[1].name, t + 10, state1},
                                               std::tuple{2, snap_.nodes[0].name, t + 20, state2}}) {
-      db.value()->Run("INSERT INTO extensions (parent, grp, slurm_job, node, gpu_type, gpus, account, token, state, "
-                      "created_at, joined_at) VALUES (?, ?, ?, ?, ?, 2, 'a', 'x', ?, ?, ?)",
-                      {int64_t{parent_}, int64_t{group}, int64_t{90000 + group}, node, snap_.nodes[0].gpu_type, state, t,
-                       joined});
+      SeedExtension(*db.value(), parent_, group, static_cast<uint32_t>(90000 + group), node, snap_.nodes[0].gpu_type, 2,
+                    state, t, joined);
       if (state == "leaving") {
         db.value()->Run("INSERT INTO rescales (job_id, kind, grp, from_gpus, to_gpus, requested_at) "
                         "VALUES (?, 'shrink', ?, 6, 4, ?)",
@@ -206,22 +204,26 @@ TEST_F(LeaveTest, AJobWaitingForAWholeNodeGetsTheNodeWhereAnExtensionLeaves) {
   ASSERT_EQ(next.plan["room"].size(), 1u) << next.plan.dump();
   EXPECT_EQ(next.plan["room"][0]["action"], "fits") << next.plan["room"].dump();
   EXPECT_EQ(Extensions(*ctl), (std::map<int, std::string>{{1, "leaving"}, {2, "joined"}}));
+}
 
-  // The same job asking for its 4 GPUs as a whole (--gpus=4, not per node) can start on any
-  // nodes: no room is made, the plan's shrink (the latest group) serves it.
-  TearDown();
-  SetUp();
+TEST_F(LeaveTest, AJobWaitingForGpusAsAWholeTakesThePlansShrink) {
+  // The same layout, the waiting job asking for its 4 GPUs as a whole (--gpus=4, not per node):
+  // it can start on any nodes, so no room is made, and the plan's shrink (the latest group) serves.
   snap_.registry.erase(1);
   snap_.jobs.erase(snap_.jobs.begin() + 1);
   snap_.nodes[1].gpus_used = 2;
   Seed("joined", "joined");
-  waiting.gpus_per_node = 0;
-  waiting.nodes_min = 0;
+  JobInfo waiting;
+  waiting.id = 99999;
+  waiting.state = SlurmJobState::kPending;
+  waiting.waits_for_resources = true;
+  waiting.gpus = 4;
+  waiting.gpu_type = snap_.nodes[0].gpu_type;
   snap_.jobs.push_back(waiting);
-  auto whole = Start({});
-  const EpochResult any = whole->Epoch(snap_.nodes, snap_.jobs, /*dry_run=*/false);
-  EXPECT_TRUE(any.plan["room"].empty()) << any.plan.dump();
-  EXPECT_EQ(Extensions(*whole), (std::map<int, std::string>{{1, "joined"}, {2, "leaving"}}));
+  auto ctl = Start({});
+  const EpochResult r = ctl->Epoch(snap_.nodes, snap_.jobs, /*dry_run=*/false);
+  EXPECT_TRUE(r.plan["room"].empty()) << r.plan.dump();
+  EXPECT_EQ(Extensions(*ctl), (std::map<int, std::string>{{1, "joined"}, {2, "leaving"}}));
 }
 
 TEST_F(LeaveTest, ALeaveTheJobNeverCarriesOutEndsAtTheDeadline) {

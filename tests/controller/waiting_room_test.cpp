@@ -3,6 +3,8 @@
 // the node chosen for it. The extension that leaves for it: controller_leave_test.cpp.
 #include <gtest/gtest.h>
 
+#include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -62,6 +64,155 @@ TEST(ChooseRoomTest, ManyExtensionsOnANodeStillCoverTheDeficit) {
   ASSERT_TRUE(c.has_value());
   EXPECT_GE(c->released_gpus, 7);
   EXPECT_LE(c->released_gpus, 8);
+}
+
+// A cluster of 4-GPU nodes with elastic jobs (their base on one node each) and their joined
+// extensions, in a state database, driven by enacted epochs.
+class RoomScene {
+ public:
+  struct Job {
+    int node;  // index of the node of its base
+    int base;
+    int max;
+    double rescaled_ago_s = -1;  // its last rescale (< 0: long ago)
+  };
+  struct Ext {
+    int job;  // index into the jobs
+    int group;
+    int node;
+    int gpus;
+    double joined_ago_s;
+  };
+
+  RoomScene(int nodes, const std::vector<Job>& jobs, const std::vector<Ext>& exts, ControllerConfig cfg = {}) {
+    snap_ = GenerateSnapshot(nodes, 4, 1, static_cast<int>(jobs.size()), 0, 3);
+    EXPECT_EQ(snap_.registry.size(), jobs.size());
+    for (auto& n : snap_.nodes) n.gpus_used = 0;
+    for (std::size_t k = 0; k < jobs.size(); ++k) {
+      snap_.registry[k]["samples"] = snap_.registry[0]["samples"];  // alike, so that sizes decide
+      snap_.registry[k]["efficiency"] = snap_.registry[0]["efficiency"];
+      snap_.registry[k]["base_gpus"] = jobs[k].base;
+      snap_.registry[k]["spec"]["gpus_min"] = jobs[k].base;
+      snap_.registry[k]["spec"]["gpus_max"] = jobs[k].max;
+      JobInfo& j = snap_.jobs[k];
+      j.gpus = jobs[k].base;
+      j.nodes = Node(jobs[k].node);
+      j.node_names = {j.nodes};
+      snap_.nodes[static_cast<std::size_t>(jobs[k].node)].gpus_used += jobs[k].base;
+    }
+    const double now = Now();
+    for (std::size_t k = 0; k < jobs.size(); ++k) {
+      if (jobs[k].rescaled_ago_s >= 0) snap_.registry[k]["last_rescale_at"] = now - jobs[k].rescaled_ago_s;
+    }
+    auto db = Database::Open(":memory:");
+    EXPECT_TRUE(db.ok());
+    SeedRegistry(*db.value(), snap_.registry);
+    for (const Ext& e : exts) {
+      const uint32_t parent = snap_.jobs[static_cast<std::size_t>(e.job)].id;
+      const auto slurm_job = static_cast<uint32_t>(90000 + 10 * e.job + e.group);
+      SeedExtension(*db.value(), parent, e.group, slurm_job, Node(e.node), Type(), e.gpus, "joined", now - 1000,
+                    now - e.joined_ago_s);
+      JobInfo ext;
+      ext.id = slurm_job;
+      ext.user_id = snap_.jobs[static_cast<std::size_t>(e.job)].user_id;
+      ext.state = SlurmJobState::kRunning;
+      ext.gpus = e.gpus;
+      ext.gpu_type = Type();
+      ext.nodes = Node(e.node);
+      snap_.jobs.push_back(ext);
+      snap_.nodes[static_cast<std::size_t>(e.node)].gpus_used += e.gpus;
+    }
+    cfg.fit_budget_ms = 600000;  // every model fitted in the first epoch, however slow the build
+    ctl_ = std::make_unique<Controller>(cfg, std::move(db).value(), nullptr);
+  }
+
+  // A rigid job that waits for `per_node` GPUs on each of `nodes` nodes.
+  void Wait(uint32_t id, int nodes, int per_node) {
+    JobInfo w;
+    w.id = id;
+    w.state = SlurmJobState::kPending;
+    w.waits_for_resources = true;
+    w.gpus = nodes * per_node;
+    w.gpus_per_node = per_node;
+    w.nodes_min = nodes;
+    w.gpu_type = Type();
+    snap_.jobs.push_back(w);
+  }
+
+  EpochResult Epoch() { return ctl_->Epoch(snap_.nodes, snap_.jobs, /*dry_run=*/false); }
+
+  // Every extension as status shows it: "JOB-index/group" -> state.
+  std::map<std::string, std::string> Extensions() {
+    std::map<std::string, std::string> out;
+    const nlohmann::json status = ctl_->Handle(0, {{"v", 1}, {"type", "status"}, {"id", 1}});
+    for (const auto& j : status["jobs"]) {
+      for (std::size_t k = 0; k < snap_.registry.size(); ++k) {
+        if (j["job_id"] != snap_.jobs[k].id) continue;
+        for (const auto& e : j["extensions"]) {
+          out[std::to_string(k) + "/" + std::to_string(e["group"].get<int>())] = e["state"].get<std::string>();
+        }
+      }
+    }
+    return out;
+  }
+
+  std::string Node(int i) const { return snap_.nodes[static_cast<std::size_t>(i)].name; }
+  std::string Type() const { return snap_.nodes[0].gpu_type; }
+
+ private:
+  RecordedSnapshot snap_;
+  std::unique_ptr<Controller> ctl_;
+};
+
+TEST(WaitingRoomEpochTest, OnlyTheExtensionInTheWaitingJobsWayLeavesNotAlsoThePlansChoice) {
+  // n1: A's base (2), B's latest extension (1), 1 free; n2: A's extension (2), 2 free; n3: B's
+  // base (4). A job waits for a node with 4 GPUs free, and one more for a single GPU anywhere:
+  // by count, A and B must give up 2 GPUs. Only A's extension on n2 makes room for the first;
+  // once it leaves, the count is met too, and B's extension on n1 stays.
+  RoomScene scene(3, {{0, 2, 8}, {2, 4, 8}}, {{0, 1, 1, 2, 100}, {1, 1, 0, 1, 50}});
+  scene.Wait(99998, 1, 4);
+  scene.Wait(99999, 1, 1);
+  const EpochResult r = scene.Epoch();
+  ASSERT_EQ(r.plan["room"].size(), 2u) << r.plan.dump();
+  EXPECT_EQ(r.plan["room"][0]["job"], 99998) << r.plan["room"].dump();
+  EXPECT_EQ(r.plan["room"][0]["action"], "release") << r.plan["room"].dump();
+  EXPECT_EQ(r.plan["room"][0]["on"], nlohmann::json::array({scene.Node(1)})) << r.plan["room"].dump();
+  EXPECT_EQ(r.plan["room"][1]["action"], "fits") << r.plan["room"].dump();
+  EXPECT_EQ(scene.Extensions(), (std::map<std::string, std::string>{{"0/1", "leaving"}, {"1/1", "joined"}}))
+      << r.plan["decisions"].dump();
+}
+
+TEST(WaitingRoomEpochTest, TwoWaitingJobsGetTwoNodesAndAFrozenJobKeepsItsExtension) {
+  // n1, n2, n3: the bases of A, B and C (2 GPUs each) and an extension of 2 each: no GPU free. Two
+  // jobs wait for a node with 2 GPUs free each. C rescaled 10 s ago (min_rescale_interval 60 s):
+  // its extension stays. The first waiting job gets n1 (A's extension leaves), the second n2
+  // (B's), not n1 again; then the count is met too, and nothing else leaves.
+  ControllerConfig cfg;
+  cfg.min_rescale_interval_s = 60;
+  RoomScene scene(3, {{0, 2, 8}, {1, 2, 8}, {2, 2, 8, 10}}, {{0, 1, 0, 2, 300}, {1, 1, 1, 2, 200}, {2, 1, 2, 2, 100}},
+                  cfg);
+  scene.Wait(99997, 1, 2);
+  scene.Wait(99998, 1, 2);
+  const EpochResult r = scene.Epoch();
+  ASSERT_EQ(r.plan["room"].size(), 2u) << r.plan.dump();
+  EXPECT_EQ(r.plan["room"][0]["on"], nlohmann::json::array({scene.Node(0)})) << r.plan["room"].dump();
+  EXPECT_EQ(r.plan["room"][1]["on"], nlohmann::json::array({scene.Node(1)})) << r.plan["room"].dump();
+  EXPECT_EQ(scene.Extensions(),
+            (std::map<std::string, std::string>{{"0/1", "leaving"}, {"1/1", "leaving"}, {"2/1", "joined"}}));
+}
+
+TEST(WaitingRoomEpochTest, AnExtensionOfAJobThatMayNotRescaleYetStays) {
+  // n1, n2: the bases of A and B (2 GPUs each) and an extension of 2 each. A job waits for a node
+  // with 2 GPUs free, but both rescaled 10 s ago (min_rescale_interval 60 s): nothing leaves yet,
+  // and the room says none (the epoch looks again when they may rescale).
+  ControllerConfig cfg;
+  cfg.min_rescale_interval_s = 60;
+  RoomScene scene(2, {{0, 2, 8, 10}, {1, 2, 8, 10}}, {{0, 1, 0, 2, 300}, {1, 1, 1, 2, 200}}, cfg);
+  scene.Wait(99998, 1, 2);
+  const EpochResult r = scene.Epoch();
+  ASSERT_EQ(r.plan["room"].size(), 1u) << r.plan.dump();
+  EXPECT_EQ(r.plan["room"][0]["action"], "none") << r.plan["room"].dump();
+  EXPECT_EQ(scene.Extensions(), (std::map<std::string, std::string>{{"0/1", "joined"}, {"1/1", "joined"}}));
 }
 
 // Three nodes of 4 GPUs: elastic job A at 2 GPUs on n1 (up to 8, any node), a rigid job of 2 on n2,

@@ -40,6 +40,7 @@ TEST(Gres, Tres) {
 TEST(Gres, TheTypeARequestNames) {
   EXPECT_EQ(RequestedGpuType({"gres:gpu:v100:2", "", "", ""}), "v100");
   EXPECT_EQ(RequestedGpuType({"gres:gpu:2", "", "", ""}), "");  // --gres=gpu:2: untyped
+  EXPECT_EQ(RequestedGpuType({"gres/gpu:a100", "", "", ""}), "a100");  // --gres=gpu:a100 (one)
   EXPECT_EQ(RequestedGpuType({"", "gres:gpu:a100:4", "", ""}), "a100");  // --gpus=a100:4
   EXPECT_EQ(RequestedGpuType({"", "", "", "gres/gpu:v100=1"}), "v100");  // --gpus-per-task
   EXPECT_EQ(RequestedGpuType({"gres:gpu:1;gres:shard:2", "", "", ""}), "");
@@ -53,6 +54,8 @@ TEST(Gres, TheGpusARequestAsksForOnEachNode) {
   EXPECT_EQ(RequestedGpusPerNode("gres/gpu=4"), 4);          // --gpus-per-node=4
   EXPECT_EQ(RequestedGpusPerNode("gres/gpu:a100=3"), 3);     // --gpus-per-node=a100:3
   EXPECT_EQ(RequestedGpusPerNode("gres:gpu:1;gres:shard:2"), 1);
+  EXPECT_EQ(RequestedGpusPerNode("gres/gpu:a100"), 1);       // --gres=gpu:a100: one each
+  EXPECT_EQ(RequestedGpusPerNode("gres:gpu"), 1);            // --gres=gpu
   EXPECT_EQ(RequestedGpusPerNode("gres/shard:2"), 0);        // no GPU
   EXPECT_EQ(RequestedGpusPerNode(""), 0);                    // --gpus=N: not per node
 }

@@ -159,12 +159,13 @@ class Controller {
   Json DiffAndEnact(const PlanInput& in, const std::optional<optimizer::Plan>& plan, FreeGpus& free,
                     std::map<uint32_t, Json>& shrunk, bool dry_run, double now);
   // Room for waiting jobs whose request is per node (PlanInput::waiting_shapes, waiting_room.h),
-  // before the plan's decisions: per such job, in Slurm's order, the nodes it can start on at the
-  // least cost; the extensions in its way leave (their GPUs held for waiting jobs, as a shrink for
-  // a waiting job holds them) and its GPUs on those nodes are kept from growth this epoch.
-  // Extensions of jobs that may not rescale now (frozen) or move stay; the epoch looks again when
-  // they may. One entry per such job ("action": fits, release or none); `shrunk`: the decision of
-  // each job an extension left (a shrink, `room_for` naming the waiting jobs).
+  // before the plan: per such job (the first kRoomForFirst, in the order Slurm starts them), the
+  // nodes it can start on at the least cost; the extensions in its way leave (their GPUs held for
+  // waiting jobs, as a shrink for a waiting job holds them) and its GPUs on those nodes are kept
+  // from growth this epoch. Extensions of jobs that may not rescale now (frozen) or move stay;
+  // the epoch looks again when they may. One entry per such job ("action": fits, release or
+  // none); `shrunk`: the decision of each job an extension left (a shrink, `room_for` naming the
+  // waiting jobs).
   Json MakeRoom(const PlanInput& in, FreeGpus& free, bool dry_run, double now, std::map<uint32_t, Json>& shrunk);
   // One extension leaves its job (joined: a shrink command; not yet joined: cancelled), its GPUs
   // held for waiting jobs when `hold` (extensions.release_hold).

@@ -504,7 +504,8 @@ nlohmann::json Controller::MakeRoom(const PlanInput& in, FreeGpus& free, bool dr
     for (const Extension* e : all) may_leave[e->gpu_type][e->node].push_back(e);
   }
   std::set<int64_t> released;  // this epoch, for an earlier waiting job
-  for (const auto& shape : in.waiting_shapes) {
+  for (std::size_t k = 0; k < in.waiting_shapes.size() && k < kRoomForFirst; ++k) {
+    const PlanInput::WaitingShape& shape = in.waiting_shapes[k];
     std::vector<std::string> types;  // the GPU types it may use
     if (auto m = moves_.find(shape.job); m != moves_.end()) {
       types.push_back(m->second.to);  // requeued for a move: Slurm starts it on that type only

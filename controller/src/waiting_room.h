@@ -6,6 +6,7 @@
 // and keeps the job's GPUs on the chosen nodes from its own growth meanwhile.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -22,6 +23,11 @@ struct NodeRoom {
   int free = 0;
   std::vector<std::pair<int64_t, int>> releasable;
 };
+
+// Room is made for this many waiting jobs at most per epoch, the first in the order Slurm starts
+// them: a job further back would not start before them anyway, and the plan counts every waiting
+// job's GPUs by number. (Each costs a pass over the nodes of its GPU type.)
+constexpr std::size_t kRoomForFirst = 64;
 
 struct RoomChoice {
   std::vector<std::string> nodes;  // the nodes the job would start on, in the order chosen

@@ -11,20 +11,10 @@
 #include "controller.h"
 #include "db.h"
 #include "snapshot.h"
+#include "waiting_job.h"
 
 namespace elastic::controller {
 namespace {
-
-// A rigid job that waits for `gpus` GPUs of `type` (job id 99999).
-JobInfo WaitingJob(int gpus, const std::string& type) {
-  JobInfo waiting;
-  waiting.id = 99999;
-  waiting.state = SlurmJobState::kPending;
-  waiting.waits_for_resources = true;
-  waiting.gpus = gpus;
-  waiting.gpu_type = type;
-  return waiting;
-}
 
 std::unique_ptr<Controller> MakeController(const RecordedSnapshot& snap, ControllerConfig cfg = {}) {
   auto db = Database::Open(":memory:");
@@ -91,7 +81,7 @@ TEST(ControllerEpochTest, WaitingJobsComeBeforeExtensions) {
   snap.registry[0]["spec"]["gpus_max"] = 4;
   snap.jobs[0].gpus = 1;
   snap.nodes[0].gpus_used = 1;
-  snap.jobs.push_back(WaitingJob(3, snap.nodes[0].gpu_type));
+  snap.jobs.push_back(WaitingJob(99999, 3, snap.nodes[0].gpu_type));
   auto ctl = MakeController(snap);
   EpochResult r = ctl->Epoch(snap.nodes, snap.jobs, true);
   ASSERT_EQ(r.plan["decisions"].size(), 1u);
@@ -439,7 +429,7 @@ TEST(ControllerEpochTest, WithoutADrainTheLatestJoinedGroupLeaves) {
   }
   snap.nodes[0].gpus_used = 4;  // job 0's base, its group 2
   snap.nodes[1].gpus_used = 4;  // job 1, job 0's group 1
-  snap.jobs.push_back(WaitingJob(2, snap.nodes[0].gpu_type));
+  snap.jobs.push_back(WaitingJob(99999, 2, snap.nodes[0].gpu_type));
   auto db = Database::Open(":memory:");
   ASSERT_TRUE(db.ok());
   SeedRegistry(*db.value(), snap.registry);

@@ -15,6 +15,7 @@
 #include "controller.h"
 #include "db.h"
 #include "snapshot.h"
+#include "waiting_job.h"
 
 namespace elastic::controller {
 namespace {
@@ -77,6 +78,14 @@ class LeaveTest : public ::testing::Test {
     }
   }
 
+  // Job B gone (n2 holds only group 1 of job A: 2 of its 4 GPUs free), both groups joined.
+  void WithoutJobB() {
+    snap_.registry.erase(1);
+    snap_.jobs.erase(snap_.jobs.begin() + 1);
+    snap_.nodes[1].gpus_used = 2;
+    Seed("joined", "joined");
+  }
+
   std::unique_ptr<Controller> Start(ControllerConfig cfg) {
     cfg.min_rescale_interval_s = 0;
     auto db = Database::Open(path_);
@@ -125,13 +134,7 @@ TEST_F(LeaveTest, ADrainedNodeUnderAnOlderExtensionEmptiesInOneShrink) {
   // alone leaves, by one shrink command, and the latest group (2, on n1) stays.
   Seed("joined", "joined");
   snap_.nodes[1].draining = true;
-  JobInfo waiting;
-  waiting.id = 99999;
-  waiting.state = SlurmJobState::kPending;
-  waiting.waits_for_resources = true;
-  waiting.gpus = 2;
-  waiting.gpu_type = snap_.nodes[0].gpu_type;
-  snap_.jobs.push_back(waiting);
+  snap_.jobs.push_back(WaitingJob(99999, 2, snap_.nodes[0].gpu_type));
   auto ctl = Start({});
   nlohmann::json d = Decision(*ctl);
   snap_.jobs.pop_back();  // the waiting job starts elsewhere
@@ -165,19 +168,8 @@ TEST_F(LeaveTest, AJobWaitingForAWholeNodeGetsTheNodeWhereAnExtensionLeaves) {
   // let the latest group (2, on n1, beside A's base) go: no node would then have 4 free, and the
   // job would wait while A stays at 4. Making room for its shape lets group 1 go instead: n2
   // empties, and A keeps group 2 (at 4, as the plan says).
-  snap_.registry.erase(1);
-  snap_.jobs.erase(snap_.jobs.begin() + 1);
-  snap_.nodes[1].gpus_used = 2;
-  Seed("joined", "joined");
-  JobInfo waiting;
-  waiting.id = 99999;
-  waiting.state = SlurmJobState::kPending;
-  waiting.waits_for_resources = true;
-  waiting.gpus = 4;
-  waiting.gpus_per_node = 4;
-  waiting.nodes_min = 1;
-  waiting.gpu_type = snap_.nodes[0].gpu_type;
-  snap_.jobs.push_back(waiting);
+  WithoutJobB();
+  snap_.jobs.push_back(WaitingJob(99999, 4, snap_.nodes[0].gpu_type, 4, 1));
   auto ctl = Start({});
   const EpochResult r = ctl->Epoch(snap_.nodes, snap_.jobs, /*dry_run=*/false);
   ASSERT_EQ(r.plan["room"].size(), 1u) << r.plan.dump();
@@ -209,17 +201,8 @@ TEST_F(LeaveTest, AJobWaitingForAWholeNodeGetsTheNodeWhereAnExtensionLeaves) {
 TEST_F(LeaveTest, AJobWaitingForGpusAsAWholeTakesThePlansShrink) {
   // The same layout, the waiting job asking for its 4 GPUs as a whole (--gpus=4, not per node):
   // it can start on any nodes, so no room is made, and the plan's shrink (the latest group) serves.
-  snap_.registry.erase(1);
-  snap_.jobs.erase(snap_.jobs.begin() + 1);
-  snap_.nodes[1].gpus_used = 2;
-  Seed("joined", "joined");
-  JobInfo waiting;
-  waiting.id = 99999;
-  waiting.state = SlurmJobState::kPending;
-  waiting.waits_for_resources = true;
-  waiting.gpus = 4;
-  waiting.gpu_type = snap_.nodes[0].gpu_type;
-  snap_.jobs.push_back(waiting);
+  WithoutJobB();
+  snap_.jobs.push_back(WaitingJob(99999, 4, snap_.nodes[0].gpu_type));
   auto ctl = Start({});
   const EpochResult r = ctl->Epoch(snap_.nodes, snap_.jobs, /*dry_run=*/false);
   EXPECT_TRUE(r.plan["room"].empty()) << r.plan.dump();

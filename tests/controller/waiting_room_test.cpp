@@ -12,6 +12,7 @@
 #include "controller.h"
 #include "db.h"
 #include "snapshot.h"
+#include "waiting_job.h"
 #include "waiting_room.h"
 
 namespace elastic::controller {
@@ -128,18 +129,23 @@ class RoomScene {
 
   // A rigid job that waits for `per_node` GPUs on each of `nodes` nodes.
   void Wait(uint32_t id, int nodes, int per_node) {
-    JobInfo w;
-    w.id = id;
-    w.state = SlurmJobState::kPending;
-    w.waits_for_resources = true;
-    w.gpus = nodes * per_node;
-    w.gpus_per_node = per_node;
-    w.nodes_min = nodes;
-    w.gpu_type = Type();
-    snap_.jobs.push_back(w);
+    snap_.jobs.push_back(WaitingJob(id, nodes * per_node, Type(), per_node, nodes));
   }
 
-  EpochResult Epoch() { return ctl_->Epoch(snap_.nodes, snap_.jobs, /*dry_run=*/false); }
+  // A rigid job running on node `node` with `gpus` GPUs.
+  void Rigid(uint32_t id, int node, int gpus) {
+    JobInfo rigid;
+    rigid.id = id;
+    rigid.state = SlurmJobState::kRunning;
+    rigid.gpus = gpus;
+    rigid.gpu_type = Type();
+    rigid.nodes = Node(node);
+    rigid.node_names = {rigid.nodes};
+    snap_.jobs.push_back(rigid);
+    snap_.nodes[static_cast<std::size_t>(node)].gpus_used += gpus;
+  }
+
+  EpochResult Epoch(bool dry_run = false) { return ctl_->Epoch(snap_.nodes, snap_.jobs, dry_run); }
 
   // Every extension as status shows it: "JOB-index/group" -> state.
   std::map<std::string, std::string> Extensions() {
@@ -220,54 +226,23 @@ TEST(WaitingRoomEpochTest, AnExtensionOfAJobThatMayNotRescaleYetStays) {
 // gives A 3 more. Growing onto the nodes with the most free GPUs first would take n1's 2 and one
 // of n2's, and leave no node with 2 free; the room made for the waiting job keeps n1's 2 for it.
 TEST(WaitingRoomEpochTest, GrowthLeavesTheWaitingJobItsNode) {
-  RecordedSnapshot snap = GenerateSnapshot(3, 4, 1, 1, 0, 3);
-  ASSERT_EQ(snap.registry.size(), 1u);
-  snap.registry[0]["base_gpus"] = 2;
-  snap.registry[0]["spec"]["gpus_min"] = 2;
-  snap.registry[0]["spec"]["gpus_max"] = 8;
-  snap.jobs[0].gpus = 2;
-  snap.jobs[0].nodes = snap.nodes[0].name;
-  snap.jobs[0].node_names = {snap.nodes[0].name};
-  const std::string type = snap.nodes[0].gpu_type;
-  for (auto [k, gpus] : {std::pair{0, 2}, std::pair{1, 2}, std::pair{2, 3}}) snap.nodes[static_cast<size_t>(k)].gpus_used = gpus;
-  for (auto [k, gpus] : {std::pair{1, 2}, std::pair{2, 3}}) {
-    JobInfo rigid;
-    rigid.id = static_cast<uint32_t>(5000 + k);
-    rigid.state = SlurmJobState::kRunning;
-    rigid.gpus = gpus;
-    rigid.gpu_type = type;
-    rigid.nodes = snap.nodes[static_cast<size_t>(k)].name;
-    rigid.node_names = {rigid.nodes};
-    snap.jobs.push_back(rigid);
-  }
-  JobInfo waiting;
-  waiting.id = 99999;
-  waiting.state = SlurmJobState::kPending;
-  waiting.waits_for_resources = true;
-  waiting.gpus = 2;
-  waiting.gpus_per_node = 2;
-  waiting.nodes_min = 1;
-  waiting.gpu_type = type;
-  snap.jobs.push_back(waiting);
-
-  auto db = Database::Open(":memory:");
-  ASSERT_TRUE(db.ok());
-  SeedRegistry(*db.value(), snap.registry);
   ControllerConfig cfg;
   cfg.min_rescale_interval_s = 0;
-  cfg.fit_budget_ms = 600000;  // every model fitted in the first epoch, however slow the build
-  Controller ctl(cfg, std::move(db).value(), nullptr);
-  const EpochResult r = ctl.Epoch(snap.nodes, snap.jobs, /*dry_run=*/true);
+  RoomScene scene(3, {{0, 2, 8}}, {}, cfg);
+  scene.Rigid(5001, 1, 2);
+  scene.Rigid(5002, 2, 3);
+  scene.Wait(99999, 1, 2);
+  const EpochResult r = scene.Epoch(/*dry_run=*/true);
   ASSERT_EQ(r.plan["room"].size(), 1u) << r.plan.dump();
   EXPECT_EQ(r.plan["room"][0]["action"], "fits") << r.plan["room"].dump();
-  EXPECT_EQ(r.plan["room"][0]["on"], nlohmann::json::array({snap.nodes[0].name})) << r.plan["room"].dump();
+  EXPECT_EQ(r.plan["room"][0]["on"], nlohmann::json::array({scene.Node(0)})) << r.plan["room"].dump();
   ASSERT_EQ(r.plan["decisions"].size(), 1u) << r.plan.dump();
   const nlohmann::json& d = r.plan["decisions"][0];
   ASSERT_EQ(d["action"], "grow") << d.dump();
   EXPECT_EQ(d["target"], 5) << "all the free GPUs but the waiting job's 2: " << d.dump();
   std::set<std::string> onto;
   for (const auto& g : d["groups"]) onto.insert(g["node"].get<std::string>());
-  EXPECT_EQ(onto, (std::set<std::string>{snap.nodes[1].name, snap.nodes[2].name})) << d.dump();
+  EXPECT_EQ(onto, (std::set<std::string>{scene.Node(1), scene.Node(2)})) << d.dump();
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include "mpi_stack.h"
 
 #include "elastic/common/env_vars.h"
+#include "session_dir.h"
 
 namespace elastic::mpi::stack {
 
@@ -16,6 +17,10 @@ std::vector<std::string> ServerCommand(const std::string& program, const std::st
                                        const std::string& itf) {
   std::vector<std::string> cmd = {program, "--no-daemonize", "--report-uri", uri_file};
   if (!itf.empty()) cmd.insert(cmd.end(), {"--mca", "oob_tcp_if_include", itf});
+  // Its own session directory (session_dir.h): two jobs of a user starting at once made one
+  // ompi-server fail ("mkdir /tmp/ompi.HOST.UID: File exists"). RemoveLaunchFiles deletes it.
+  const std::string dir = NewSessionDir("elastic-ompi");
+  if (!dir.empty()) cmd.insert(cmd.end(), {"--mca", "orte_tmpdir_base", dir});
   return cmd;
 }
 
@@ -43,7 +48,13 @@ const char* NodeGroupLimitReason() { return ""; }
 
 void AwaitServerIdle(pid_t /*server*/, double /*max_s*/) {}
 
-void RemoveLaunchFiles(const std::vector<std::string>& /*server_command*/) {}
+void RemoveLaunchFiles(const std::vector<std::string>& server_command) {
+  for (std::size_t i = 0; i + 2 < server_command.size(); ++i) {
+    if (server_command[i] == "--mca" && server_command[i + 1] == "orte_tmpdir_base") {
+      RemoveSessionDir(server_command[i + 2]);
+    }
+  }
+}
 
 void StandInCommand(const std::string& uri_file, std::vector<std::string>* /*argv*/, std::vector<std::string>* env) {
   // A singleton of its own that reaches the job's ompi-server.

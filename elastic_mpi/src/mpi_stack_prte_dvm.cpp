@@ -7,7 +7,6 @@
 // with `mpirun --dvm file:URI`, which carries the launcher's environment to the ranks.
 #include "mpi_stack.h"
 
-#include <ftw.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <unistd.h>
@@ -18,6 +17,8 @@
 #include <fstream>
 #include <string_view>
 #include <thread>
+
+#include "session_dir.h"
 
 namespace elastic::mpi::stack {
 
@@ -56,14 +57,12 @@ bool IsLoopback(const std::string& itf) {
   return loopback;
 }
 
-// A session directory of its own for a PRRTE process (the DVM, or an mpirun --dvm): PRRTE names
-// it by host and pid under /tmp, and one left by a process that was killed (SIGKILL) makes a later
-// prte or mpirun with the same pid fail ("prte_session_dir failed"), which pid namespaces
-// (containers) make likely. RemoveLaunchFiles deletes it afterwards.
+// A session directory of its own for a PRRTE process (the DVM, or an mpirun --dvm; session_dir.h):
+// one left by a process that was killed (SIGKILL) made a later prte or mpirun with the same pid
+// fail ("prte_session_dir failed"). RemoveLaunchFiles deletes it afterwards.
 void OwnSessionDir(std::vector<std::string>* cmd) {
-  const char* tmp = std::getenv("TMPDIR");
-  std::string dir = std::string(tmp != nullptr && *tmp == '/' ? tmp : "/tmp") + "/elastic-dvm.XXXXXX";
-  if (mkdtemp(dir.data()) != nullptr) cmd->insert(cmd->end(), {"--tmpdir", dir});
+  const std::string dir = NewSessionDir("elastic-dvm");
+  if (!dir.empty()) cmd->insert(cmd->end(), {"--tmpdir", dir});
 }
 
 }  // namespace
@@ -135,11 +134,7 @@ void AwaitServerIdle(pid_t server, double max_s) {
 
 void RemoveLaunchFiles(const std::vector<std::string>& server_command) {
   for (std::size_t i = 0; i + 1 < server_command.size(); ++i) {
-    if (server_command[i] != "--tmpdir") continue;
-    const std::string& dir = server_command[i + 1];
-    // Depth first, without following links: what the DVM left under its own directory.
-    nftw(dir.c_str(), [](const char* path, const struct stat*, int, struct FTW*) { return remove(path); }, 16,
-         FTW_DEPTH | FTW_PHYS);
+    if (server_command[i] == "--tmpdir") RemoveSessionDir(server_command[i + 1]);
   }
 }
 

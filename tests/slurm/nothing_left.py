@@ -63,6 +63,8 @@ def cluster_dir_of(path):
     while d not in ("", "/"):
         if os.path.isfile(os.path.join(d, "etc", "slurm.conf")):
             return d + "/"
+        if os.path.dirname(d) == d:  # "//": POSIX keeps a leading double slash as the root
+            break
         d = os.path.dirname(d)
     return None
 

@@ -8,6 +8,18 @@
 #include "session_dir.h"
 
 namespace elastic::mpi::stack {
+namespace {
+
+constexpr const char* kSessionPrefix = "elastic-ompi";
+
+// An Open MPI 4 process's session directory of its own (session_dir.h), as the first options of
+// its command `cmd` (the program alone so far), where RemoveLaunchFiles looks for it.
+void OwnSessionDir(std::vector<std::string>* cmd) {
+  const std::string dir = NewSessionDir(kSessionPrefix);
+  if (!dir.empty()) cmd->insert(cmd->end(), {"--mca", "orte_tmpdir_base", dir});
+}
+
+}  // namespace
 
 const char* RendezvousKind() { return "ompi-server"; }
 
@@ -15,12 +27,12 @@ const char* DefaultServerProgram() { return "ompi-server"; }
 
 std::vector<std::string> ServerCommand(const std::string& program, const std::string& uri_file,
                                        const std::string& itf) {
-  std::vector<std::string> cmd = {program, "--no-daemonize", "--report-uri", uri_file};
+  // Its own session directory: two jobs of a user starting at once made one ompi-server fail
+  // ("mkdir /tmp/ompi.HOST.UID: File exists"). RemoveLaunchFiles deletes it.
+  std::vector<std::string> cmd = {program};
+  OwnSessionDir(&cmd);
+  cmd.insert(cmd.end(), {"--no-daemonize", "--report-uri", uri_file});
   if (!itf.empty()) cmd.insert(cmd.end(), {"--mca", "oob_tcp_if_include", itf});
-  // Its own session directory (session_dir.h): two jobs of a user starting at once made one
-  // ompi-server fail ("mkdir /tmp/ompi.HOST.UID: File exists"). RemoveLaunchFiles deletes it.
-  const std::string dir = NewSessionDir("elastic-ompi");
-  if (!dir.empty()) cmd.insert(cmd.end(), {"--mca", "orte_tmpdir_base", dir});
   return cmd;
 }
 
@@ -30,8 +42,10 @@ std::vector<std::string> GroupCommand(const GroupLaunch& launch, std::vector<std
     env->push_back(std::string(contract::kLocalRank) + "=0");
     return launch.program;  // an MPI singleton, a direct child
   }
-  std::vector<std::string> cmd = {launch.mpirun, "-np", std::to_string(launch.ranks), "--mca", "ras", "^slurm",
-                                  "--mca", "plm", "^slurm", "--ompi-server", "file:" + launch.uri_file};
+  std::vector<std::string> cmd = {launch.mpirun};
+  OwnSessionDir(&cmd);  // as the server's, for the same race between a user's jobs
+  cmd.insert(cmd.end(), {"-np", std::to_string(launch.ranks), "--mca", "ras", "^slurm", "--mca", "plm", "^slurm",
+                         "--ompi-server", "file:" + launch.uri_file});
   if (launch.oversubscribe) cmd.push_back("--oversubscribe");
   cmd.insert(cmd.end(), launch.rank_shim.begin(), launch.rank_shim.end());
   cmd.insert(cmd.end(), launch.program.begin(), launch.program.end());
@@ -48,12 +62,12 @@ const char* NodeGroupLimitReason() { return ""; }
 
 void AwaitServerIdle(pid_t /*server*/, double /*max_s*/) {}
 
-void RemoveLaunchFiles(const std::vector<std::string>& server_command) {
-  for (std::size_t i = 0; i + 2 < server_command.size(); ++i) {
-    if (server_command[i] == "--mca" && server_command[i + 1] == "orte_tmpdir_base") {
-      RemoveSessionDir(server_command[i + 2]);
-    }
-  }
+void RemoveLaunchFiles(const std::vector<std::string>& command) {
+  // Only where OwnSessionDir put it, and only a directory it made (never one the program was given).
+  if (command.size() < 4 || command[1] != "--mca" || command[2] != "orte_tmpdir_base") return;
+  const std::string& dir = command[3];
+  const std::string base = dir.substr(dir.rfind('/') + 1);
+  if (base.rfind(std::string(kSessionPrefix) + ".", 0) == 0) RemoveSessionDir(dir);
 }
 
 void StandInCommand(const std::string& uri_file, std::vector<std::string>* /*argv*/, std::vector<std::string>* env) {

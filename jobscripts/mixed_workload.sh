@@ -1,6 +1,6 @@
 #!/bin/bash
 # A mixed workload: submits an elastic data-parallel job and a rigid job side by side, as a
-# group would on a shared cluster. The rigid job needs 2 GPUs on each of two a100 nodes; the elastic job takes
+# group would on a shared cluster. The rigid job needs 2 GPUs on each of two v100 nodes; the elastic job takes
 # whatever a100 GPUs it can get, between 2 and 6. When other elastic jobs hold the GPUs these
 # need with extensions, elasticd releases extensions so both can start.
 #

@@ -56,6 +56,14 @@ struct PlanInput {
   }
 };
 
+// The batch of the job's options at n GPUs (its current batch where it has none).
+inline int64_t BatchFor(const PlanInput& in, const ElasticJob& job, int n) {
+  auto per_job = in.batch_at.find(job.id);
+  if (per_job == in.batch_at.end()) return job.batch;
+  auto it = per_job->second.find(n);
+  return it != per_job->second.end() ? it->second : job.batch;
+}
+
 // `paused_all`: elasticctl pause_all is in force. `now` in Unix seconds. `move_cost_s`: what a move
 // to another GPU type costs (Controller::MoveCostS). Caches each job's option
 // table in the job (ElasticJob::options_cache). `nodes` must outlive the result (node_by_name).

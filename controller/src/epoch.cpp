@@ -32,8 +32,16 @@ EpochResult Controller::RunEpoch(bool dry_run, const std::string& why) {
   if (!dry_run) trigger_.Ran(Now());
   auto nodes_r = slurm_->LoadNodes();
   auto jobs_r = slurm_->LoadJobs();
-  if (jobs_r.ok()) seen_jobs_ = SummarizeJobs(jobs_r.value());  // what this epoch saw is no event
-  if (!why.empty() && why != "period") Log(LogLevel::kVerbose, kComponent, "epoch now: ", why);
+  std::string reason = why;
+  if (jobs_r.ok()) {
+    // What this epoch sees first is no event for a later one, but the log says it: an epoch that ran
+    // for another reason (a timed one, a runtime event) may be the one that answers a submission.
+    JobTableSummary now_seen = SummarizeJobs(jobs_r.value());
+    const std::string changes = DescribeJobChanges(seen_jobs_, now_seen);
+    seen_jobs_ = std::move(now_seen);
+    if (config_.event_epochs && !changes.empty()) reason += (reason.empty() ? "" : "; first seen: ") + changes;
+  }
+  if (!reason.empty() && reason != "period") Log(LogLevel::kVerbose, kComponent, "epoch now: ", reason);
   if (!nodes_r.ok() || !jobs_r.ok()) {
     Log(LogLevel::kWarning, kComponent, "epoch skipped: ", (!nodes_r.ok() ? nodes_r.status() : jobs_r.status()).message());
     EpochResult skipped;

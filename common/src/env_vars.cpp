@@ -43,6 +43,7 @@ constexpr std::array kTable{
     EnvVar{kLocalSize, kLauncher, kProgram, false, true, "size of the node group"},
     EnvVar{kRunDir, kLauncher | kUser, kRuntime | kLauncher, false, true, "the job's private directory"},
     EnvVar{kJoin, kLauncher, kRuntime, true, true, "1: this group joins a running world"},
+    EnvVar{kRelaunchFrom, kLauncher, kRuntime, true, true, "the relaunch record a world started again reads"},
     EnvVar{kStandalone, kUser, kRuntime | kLauncher, true, false, "1: no controller, no Slurm"},
 };
 

@@ -48,6 +48,7 @@
 #include "elastic_mpi/topology.h"
 #include "elastic_mpi/tunables.h"
 #include "private_file.h"
+#include "relauncher.h"
 #include "torch_env.h"
 
 namespace {
@@ -345,6 +346,9 @@ int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], elastic::launch::kRankShimOption) == 0) {
     return elastic::launch::RankShimMain(argc, argv);
   }
+  if (argc > 1 && std::strcmp(argv[1], elastic::launch::kAgentOption) == 0) {
+    return elastic::launch::AgentMain(argc, argv);
+  }
   using elastic::launch::ReadFirstLine;
   using elastic::launch::WritePrivateFile;
   const elastic::mpi::Config config = elastic::mpi::Config::FromEnvironment();
@@ -466,23 +470,30 @@ int main(int argc, char** argv) {
   // The ranks: environment of docs/interfaces.md section 2 ("set by elastic-launch").
   namespace contract = elastic::contract;
   auto var = [](const char* name, const std::string& value) { return std::string(name) + "=" + value; };
-  std::vector<std::string> env = {
-      var(contract::kLocalSize, std::to_string(o.ranks)),
-      var(contract::kNodeGroup, node_group),
-      var(contract::kNodeGroups, node_groups),
-      var(contract::kRendezvousUri, o.uri_file),
-      var(contract::kRunDir, o.run_dir),
+  // relaunched: the record of the world this one replaces (relaunch.h), whose ranks here number
+  // `here`; torchrun's variables then describe this node only.
+  auto ranks_env = [&](int here, const std::string& relaunched) {
+    std::vector<std::string> env = {
+        var(contract::kLocalSize, std::to_string(here)),
+        var(contract::kNodeGroup, relaunched.empty() ? node_group : "0"),
+        var(contract::kNodeGroups, relaunched.empty() ? node_groups : "1"),
+        var(contract::kRendezvousUri, o.uri_file),
+        var(contract::kRunDir, o.run_dir),
+    };
+    if (o.join) env.push_back(var(contract::kJoin, "1"));
+    if (own_token) env.push_back(var(contract::kJoinToken, token));
+    if (!relaunched.empty()) env.push_back(var(contract::kRelaunchFrom, relaunched));
+    // Oversubscribed cores (tests on small machines): ranks must yield while they wait, or the
+    // busy-polling ones starve the others (a merged world's allreduce was 40x slower).
+    if (o.oversubscribe) env.push_back("OMPI_MCA_mpi_yield_when_idle=1");
+    const std::string job = JobId(config);
+    const bool torch = torch_world && relaunched.empty();
+    for (std::string& e : launch::TorchEnvironment(torch ? &*torch_world : nullptr, here, job.empty() ? "none" : job,
+                                                   here == 1 ? 0 : -1)) {
+      env.push_back(std::move(e));
+    }
+    return env;
   };
-  if (o.join) env.push_back(var(contract::kJoin, "1"));
-  if (own_token) env.push_back(var(contract::kJoinToken, token));
-  // Oversubscribed cores (tests on small machines): ranks must yield while they wait, or the
-  // busy-polling ones starve the others (a merged world's allreduce was 40x slower).
-  if (o.oversubscribe) env.push_back("OMPI_MCA_mpi_yield_when_idle=1");
-  const std::string job = JobId(config);
-  for (std::string& e : launch::TorchEnvironment(torch_world ? &*torch_world : nullptr, o.ranks,
-                                                 job.empty() ? "none" : job, o.ranks == 1 ? 0 : -1)) {
-    env.push_back(std::move(e));
-  }
   // Each rank's RANK and LOCAL_RANK: this launcher in front of the program (torch_env.h); with
   // the group directory where the ranks are not this launcher's children (group_dir.h).
   const bool by_pid = elastic::mpi::stack::RanksOutsideLauncher();
@@ -497,14 +508,6 @@ int main(int argc, char** argv) {
   if (by_pid) group.rank_shim.push_back(group_dir);
   group.rank_shim.push_back("--");
   group.program = o.program;
-  const std::vector<std::string> cmd = elastic::mpi::stack::GroupCommand(group, &env);
-  if (by_pid && (!MakePrivateDir(o.run_dir) || !elastic::launch::WriteGroupDir(group_dir, env))) {
-    std::fprintf(stderr, "elastic-launch: cannot write the group's directory %s: %s\n", group_dir.c_str(),
-                 std::strerror(errno));
-    elastic::mpi::stack::RemoveLaunchFiles(cmd);
-    StopServer(server, server_cmd);
-    return kExitLaunch;
-  }
   g_by_pid = by_pid ? 1 : 0;
   struct sigaction sa {};
   sa.sa_handler = Forward;
@@ -512,18 +515,50 @@ int main(int argc, char** argv) {
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGUSR1, &sa, nullptr);  // Slurm's time-limit warning (--signal=USR1@S): ranks checkpoint
-  const pid_t ranks = Start(cmd, env, /*own_group=*/true);
-  if (ranks < 0) {
+  // One world's ranks on this launcher's behalf: started, waited for, their files removed.
+  auto run_group = [&](std::vector<std::string> env) {
+    const std::vector<std::string> cmd = elastic::mpi::stack::GroupCommand(group, &env);
+    if (by_pid && (!MakePrivateDir(o.run_dir) || !elastic::launch::WriteGroupDir(group_dir, env))) {
+      std::fprintf(stderr, "elastic-launch: cannot write the group's directory %s: %s\n", group_dir.c_str(),
+                   std::strerror(errno));
+      elastic::mpi::stack::RemoveLaunchFiles(cmd);
+      return static_cast<int>(kExitLaunch);
+    }
+    const pid_t ranks = Start(cmd, env, /*own_group=*/true);
+    if (ranks < 0) {
+      if (by_pid) elastic::launch::RemoveGroupDir(group_dir);
+      elastic::mpi::stack::RemoveLaunchFiles(cmd);
+      return static_cast<int>(kExitLaunch);
+    }
+    g_child_group = ranks;
+    const int status = by_pid ? WaitForwardingByPid(ranks, group_dir) : WaitStatus(ranks);
+    g_child_group = 0;
     if (by_pid) elastic::launch::RemoveGroupDir(group_dir);
     elastic::mpi::stack::RemoveLaunchFiles(cmd);
-    StopServer(server, server_cmd);
-    return kExitLaunch;
+    return status;
+  };
+  int rc = run_group(ranks_env(o.ranks, ""));
+  if (leader) {
+    // The world ended for a relaunch (relaunch.h): start it again where the record says, as long
+    // as the worlds end so.
+    elastic::launch::ProcessHooks hooks{
+        [](const std::vector<std::string>& cmd) { return Start(cmd, {}, /*own_group=*/true, "/dev/null"); },
+        [](pid_t pid, const std::vector<std::string>& cmd) { StopServer(pid, cmd); }, WaitForFile};
+    elastic::launch::Relauncher relauncher({o.run_dir, SelfPath(argv[0]), config.Get("rendezvous_if"), o.server,
+                                            o.uri_file, o.wait_s},
+                                           std::move(hooks), &server, &server_cmd);
+    while (rc == 0 && relauncher.Asked()) {
+      auto world = relauncher.Next(&group);
+      if (!world.ok()) {
+        std::fprintf(stderr, "elastic-launch: relaunch: %s\n", world.status().message().c_str());
+        rc = world.status().kind() == elastic::ErrorKind::kUnavailable ? static_cast<int>(kExitRendezvous)
+                                                                        : static_cast<int>(kExitLaunch);
+        break;
+      }
+      rc = run_group(ranks_env(world.value(), relauncher.record()));
+    }
+    relauncher.Finish();
   }
-  g_child_group = ranks;
-  const int rc = by_pid ? WaitForwardingByPid(ranks, group_dir) : WaitStatus(ranks);
-  g_child_group = 0;
-  if (by_pid) elastic::launch::RemoveGroupDir(group_dir);
-  elastic::mpi::stack::RemoveLaunchFiles(cmd);
   // Other groups may still be ending through this launcher's rendezvous (mpi_stack.h).
   if (server > 0) elastic::mpi::stack::AwaitServerIdle(server, 30);
   StopServer(server, server_cmd);

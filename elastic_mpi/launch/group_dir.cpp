@@ -40,6 +40,14 @@ bool SetByTheDvm(std::string_view name) {
   return name.rfind("PMIX_", 0) == 0 || name.rfind("PRTE_", 0) == 0 || name.rfind("OMPI_", 0) == 0;
 }
 
+// This host's name: a rank's pid file names its host, since a relaunched world's ranks on other
+// nodes record theirs in the same (shared) directory and their pids mean nothing here.
+std::string HostName() {
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0) return "localhost";
+  return name;
+}
+
 }  // namespace
 
 bool WriteGroupDir(const std::string& dir, const std::vector<std::string>& changes) {
@@ -76,17 +84,19 @@ bool AdoptGroupDir(const std::string& dir) {
     if (SetByTheDvm(name) && std::getenv(name.c_str()) != nullptr) continue;
     setenv(name.c_str(), value.c_str(), 1);
   }
-  // The pid file's name is the pid; its content is nothing.
-  return WritePrivateFile(dir + "/" + std::to_string(getpid()), "");
+  // The pid file's name is PID@HOST; its content is nothing.
+  return WritePrivateFile(dir + "/" + std::to_string(getpid()) + "@" + HostName(), "");
 }
 
 void SignalGroup(const std::string& dir, int sig) {
   DIR* d = opendir(dir.c_str());
   if (d == nullptr) return;
+  const std::string here = "@" + HostName();
   while (const dirent* e = readdir(d)) {
     char* end = nullptr;
     const long pid = std::strtol(e->d_name, &end, 10);
-    if (pid > 1 && end != nullptr && *end == '\0') kill(static_cast<pid_t>(pid), sig);
+    // Ranks on this host only (those elsewhere end with the DVM's daemons there).
+    if (pid > 1 && end != nullptr && here == end) kill(static_cast<pid_t>(pid), sig);
   }
   closedir(d);
 }

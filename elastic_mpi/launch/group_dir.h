@@ -3,7 +3,7 @@
 // (src/mpi_stack.h), which neither carries the launcher's environment to them nor forwards
 // signals to them (a SIGTERM to `mpirun --dvm` aborts the DVM and leaves the ranks running). The
 // launcher writes its environment there; the rank shim (torch_env.h) adopts it and records the
-// rank's pid there; the launcher signals the ranks through those pids.
+// rank's pid there (PID@HOST); the launcher signals the ranks on its own host through those pids.
 #pragma once
 
 #include <string>
@@ -21,7 +21,7 @@ bool WriteGroupDir(const std::string& dir, const std::vector<std::string>& chang
 // pid. False when the group's environment cannot be read.
 bool AdoptGroupDir(const std::string& dir);
 
-// Launcher: sends sig to every rank that recorded its pid in dir.
+// Launcher: sends sig to every rank of this host that recorded its pid in dir.
 void SignalGroup(const std::string& dir, int sig);
 
 // Launcher: removes the directory and its files.

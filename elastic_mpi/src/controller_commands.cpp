@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "relaunch.h"
 #include "session_impl.h"
 
 namespace elastic::mpi {
@@ -29,8 +30,14 @@ Result<Command> ParseCommand(const std::string& text) {
     c.global_batch = j.value("global_batch", std::uint64_t{0});
     c.id = j.value("command", std::int64_t{0});
     if (c.action != "grow" && c.action != "shrink" && c.action != "set_batch" && c.action != "cancel_grow" &&
-        c.action != "checkpoint") {
+        c.action != "checkpoint" && c.action != "relaunch") {
       return Status(ErrorKind::kProtocol, "unknown command action '" + c.action + "'");
+    }
+    if (c.action == "relaunch") {
+      auto ranks = RelaunchWorldRanks(j.value("world", nlohmann::json()));
+      if (!ranks.ok()) return ranks.status();
+      c.world = j.at("world").dump();
+      c.world_ranks = ranks.value();
     }
     return c;
   } catch (const std::exception& e) {
@@ -156,7 +163,11 @@ Decision Session::Impl::Decide() {
     }
     if (c.id > 0) current_command = c;
     if (c.global_batch != 0) d.global_batch = static_cast<std::int64_t>(ClampBatch(c.global_batch));
-    if (c.action == "grow") {
+    if (c.action == "relaunch") {
+      d.action = Action::kRelaunch;
+      d.count = c.world_ranks;
+      relaunch_world = c.world;
+    } else if (c.action == "grow") {
       d.action = Action::kAccept;
       d.group = c.group;
       expected_token = c.token;  // used once (section 6)

@@ -18,21 +18,25 @@ class ControllerLink;
 // The decision rank 0 takes at a rescale point, shared with every rank by one MAX-allreduce
 // (rank 0 contributes the decision, the others zeros), so a step boundary costs one small
 // collective.
-enum class Action : std::int64_t { kNone = 0, kSpawn = 1, kShrink = 2, kAccept = 3, kBatch = 4 };
+enum class Action : std::int64_t { kNone = 0, kSpawn = 1, kShrink = 2, kAccept = 3, kBatch = 4, kRelaunch = 5 };
 struct Decision {
   Action action = Action::kNone;
-  std::int64_t count = 0;         // ranks to spawn
+  std::int64_t count = 0;         // ranks to spawn; a relaunch: the new world's ranks
   std::int64_t group = 0;         // group that joins or leaves
   std::int64_t global_batch = 0;  // new global batch after the change (0: unchanged)
 };
 
 // A pending command from a command file or from elasticd (id > 0: acknowledge it).
 struct Command {
-  std::string action;  // grow, shrink, set_batch, cancel_grow, checkpoint
+  std::string action;  // grow, shrink, set_batch, cancel_grow, checkpoint, relaunch
   std::uint32_t group = 0;
   std::string token;
   std::uint64_t global_batch = 0;
   std::int64_t id = 0;  // elasticd's command id; 0 for command files
+  // relaunch: the new world, [{"node": N, "ranks": R, "agent": [argv...]}, ...] as JSON text
+  // (relaunch.h: the launcher's, passed through); world_ranks its ranks in all.
+  std::string world;
+  std::int64_t world_ranks = 0;
 };
 
 // Parses one command object; kProtocol when malformed.

@@ -71,12 +71,23 @@ struct GroupLaunch {
   std::string uri_file;               // the job's rendezvous URI file
   std::vector<std::string> rank_shim; // elastic-launch --rank-shim OFFSET [PID_DIR] -- (torch_env.h)
   std::vector<std::string> program;
+  // A relaunched world over several nodes (relaunch.h): "NODE:RANKS,..." (ranks: all of them);
+  // empty: `ranks` on this node.
+  std::string hosts;
 };
 
 // The argv that starts the group's ranks; *env receives what the ranks' environment adds
 // (appended). The command runs in the launcher's own environment plus *env.
 std::vector<std::string> GroupCommand(const GroupLaunch& launch, std::vector<std::string>* env);
 
+// Whether a relaunched world may span other nodes (relaunch.h): Open MPI 5, whose DVM is started
+// again over them; Open MPI 4's node-local launch relaunches on the launcher's node only.
+bool RelaunchesAcrossNodes();
+// The rendezvous over a relaunched world's hosts ("NODE:RANKS,...", this node among them): the
+// daemons on the other nodes started through `agent` (one shell word list: AGENT NODE COMMAND).
+std::vector<std::string> RelaunchServerCommand(const std::string& program, const std::string& uri_file,
+                                               const std::string& itf, const std::string& hosts,
+                                               const std::string& agent);
 // Whether the group's ranks are not the launcher's children (PRRTE DVM: they are the DVM's),
 // so that the launcher hands them its environment and signals them through the group directory
 // (launch/group_dir.h) instead of its own process group: `mpirun --dvm` carries neither, and a

@@ -54,6 +54,14 @@ std::vector<std::string> GroupCommand(const GroupLaunch& launch, std::vector<std
 
 bool RanksOutsideLauncher() { return false; }
 
+bool RelaunchesAcrossNodes() { return false; }
+
+std::vector<std::string> RelaunchServerCommand(const std::string& program, const std::string& uri_file,
+                                               const std::string& itf, const std::string& /*hosts*/,
+                                               const std::string& /*agent*/) {
+  return ServerCommand(program, uri_file, itf);  // never asked for other nodes (RelaunchesAcrossNodes)
+}
+
 const char* GrowsOnto() { return "any_node"; }
 
 int MaxNodeGroups() { return 0; }

@@ -71,8 +71,10 @@ const char* RendezvousKind() { return "prte-dvm"; }
 
 const char* DefaultServerProgram() { return "prte"; }
 
-std::vector<std::string> ServerCommand(const std::string& program, const std::string& uri_file,
-                                       const std::string& itf) {
+namespace {
+
+// The DVM in the foreground, its URI to uri_file, a session directory of its own.
+std::vector<std::string> DvmCommand(const std::string& program, const std::string& uri_file, const std::string& itf) {
   std::vector<std::string> cmd = {program, "--report-uri", uri_file};
   OwnSessionDir(&cmd);
   // The same consent to running as root that Open MPI's mpirun takes from its environment.
@@ -82,6 +84,14 @@ std::vector<std::string> ServerCommand(const std::string& program, const std::st
   // several nodes, so that a DVM told to use only loopback there refuses to start ("no available
   // interfaces"); the ranks' own traffic keeps the interface the job names (OMPI_MCA_btl_*).
   if (!itf.empty() && !IsLoopback(itf)) cmd.insert(cmd.end(), {"--prtemca", "oob_tcp_if_include", itf});
+  return cmd;
+}
+
+}  // namespace
+
+std::vector<std::string> ServerCommand(const std::string& program, const std::string& uri_file,
+                                       const std::string& itf) {
+  std::vector<std::string> cmd = DvmCommand(program, uri_file, itf);
   // Inside a Slurm job the DVM reads the job's nodes from Slurm and starts its daemon on each of
   // the others with srun; the launchers' own step already holds the nodes' CPUs, so that srun
   // must overlap it (without --overlap it waits for CPUs that never come free).
@@ -101,7 +111,7 @@ std::vector<std::string> GroupCommand(const GroupLaunch& launch, std::vector<std
   // 77) instead of running elsewhere (docs/interfaces.md section 5).
   std::vector<std::string> cmd = {launch.mpirun, "--dvm", "file:" + launch.uri_file, "-n",
                                   std::to_string(launch.ranks), "--host",
-                                  ThisNode() + ":" + std::to_string(launch.ranks)};
+                                  launch.hosts.empty() ? ThisNode() + ":" + std::to_string(launch.ranks) : launch.hosts};
   OwnSessionDir(&cmd);
   Placement(launch.oversubscribe, &cmd);
   cmd.insert(cmd.end(), launch.rank_shim.begin(), launch.rank_shim.end());
@@ -110,6 +120,20 @@ std::vector<std::string> GroupCommand(const GroupLaunch& launch, std::vector<std
 }
 
 bool RanksOutsideLauncher() { return true; }
+
+bool RelaunchesAcrossNodes() { return true; }
+
+std::vector<std::string> RelaunchServerCommand(const std::string& program, const std::string& uri_file,
+                                               const std::string& itf, const std::string& hosts,
+                                               const std::string& agent) {
+  // Over exactly these hosts, its daemons started by PRRTE's ssh launcher through the agent (the
+  // agent reaches a node through whatever holds it: elasticd's extension job), and not from the
+  // batch system's allocation, which names the base job's nodes only.
+  std::vector<std::string> cmd = DvmCommand(program, uri_file, itf);
+  cmd.insert(cmd.end(), {"--host", hosts, "--prtemca", "plm", "ssh", "--prtemca", "plm_ssh_agent", agent,
+                         "--prtemca", "ras", "^slurm"});
+  return cmd;
+}
 
 const char* GrowsOnto() { return "leader_node"; }
 

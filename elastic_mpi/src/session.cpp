@@ -127,7 +127,11 @@ Result<std::unique_ptr<Session>> Session::Create(SessionOptions options, int* ar
   }
   (void)own_size;
   if (!joined.ok()) return joined;
-  if (s.options.global_batch == 0 && !s.newcomer) {
+  if (!s.options.relaunch_from.empty() && !s.newcomer && !s.options.join) {
+    // A world started again by the launcher (relaunch.h): the old world's step, batch, statistics.
+    if (Status st = s.RestoreMeta(); !st.ok()) return st;
+  }
+  if (s.options.global_batch == 0 && !s.newcomer && !s.relaunched) {
     // The per-rank batch over the initial world (a newcomer has the running world's batch from
     // the meta it received in its merge).
     s.global_batch = s.options.local_batch * static_cast<std::uint64_t>(s.size);
@@ -223,9 +227,16 @@ Status Session::Begin() {
     Log(LogLevel::kVerbose, kComponent, "newcomer received state in ", Seconds(t), " s");
   }
   // The parents are inside the rescale point that brought us in: our first RescalePoint() is
-  // that same point, already done.
-  s.joined_at_point = s.newcomer;
-  if (!s.newcomer) return s.AfterWorldChange(0);
+  // that same point, already done. So is a relaunched world's: the one before it ended there.
+  s.joined_at_point = s.newcomer || s.relaunched;
+  if (!s.newcomer) {
+    if (s.relaunched) {
+      auto t = Clock::now();
+      if (Status st = s.RestoreBuffers(); !st.ok()) return st;
+      if (s.rank == 0) Log(LogLevel::kVerbose, kComponent, "relaunched world restored its state in ", Seconds(t), " s");
+    }
+    return s.AfterWorldChange(0);
+  }
   // Collective with the parents over the merged world, as their side of it (HandOver): if they
   // abandoned the grow after our "state received" (it came past their deadline), nobody else is
   // in this world and its collectives would wait forever; the watchdog ends them.
@@ -356,6 +367,10 @@ Result<bool> Session::RescalePoint() {
     case Action::kBatch:
       s.last.what = "batch";
       break;
+    case Action::kRelaunch:
+      s.last.what = "relaunch";
+      status = s.Relaunch(static_cast<int>(packet[1]));
+      break;
     case Action::kNone:
       break;
   }
@@ -366,7 +381,7 @@ Result<bool> Session::RescalePoint() {
     if (s.rank == 0) s.AckCurrent(false, status.message());
     return status;
   }
-  s.last.new_size = s.left ? 0 : s.size;
+  s.last.new_size = action == Action::kRelaunch ? static_cast<int>(packet[1]) : s.left ? 0 : s.size;
   s.last.new_batch = s.global_batch;
   s.last.pause_s = Seconds(start);
   if (s.rank == 0 && !s.left) {

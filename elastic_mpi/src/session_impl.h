@@ -83,7 +83,8 @@ struct Session::Impl {
   bool left = false;
   bool begun = false;
   bool joined_at_point = false;
-  bool stop = false;         // SIGTERM on the base group: every rank stops
+  bool stop = false;         // SIGTERM on the base group, or a relaunch: every rank stops
+  bool relaunching = false;  // stopped for a relaunch (relaunch.cpp)
   MPI_Comm world = MPI_COMM_NULL;
   int rank = 0;
   int size = 0;
@@ -120,6 +121,7 @@ struct Session::Impl {
   std::optional<Command> current_command;       // the controller command being carried out
   std::set<std::int64_t> seen_commands;         // delivered again until acknowledged: do each once
   std::map<std::int64_t, nlohmann::json> acks;  // sent acks, re-sent when a command comes again
+  std::string relaunch_world;                   // rank 0: the world of the relaunch decided on
 
   // Checkpoints (checkpoint.cpp).
   bool checkpoint_requested = false;  // rank 0: a checkpoint command is pending
@@ -178,6 +180,13 @@ struct Session::Impl {
   Status ReadCheckpoint(const std::string& path);
   void CheckpointAndGoOn();    // a checkpoint wanted at this rescale point; training goes on
   void CheckpointBeforeStop();  // SIGTERM on the base group: the last checkpoint before the stop
+
+  // --- relaunch.cpp
+  Status Relaunch(int new_size);  // collective: the state out, the launcher's record, stop
+  Status RestoreMeta();           // collective, in Create(): a relaunched world's step, batch, ...
+  Status RestoreBuffers();        // collective, in Begin(): its registered state
+  bool relaunched = false;        // this world was started again from a relaunch record
+  std::string relaunched_state;   // rank 0: the state file it reads in Begin()
 };
 
 }  // namespace elastic::mpi

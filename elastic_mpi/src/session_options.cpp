@@ -111,6 +111,7 @@ Result<SessionOptions> SessionOptions::FromConfig(const Config& config) {
   o.metrics_file = config.Get("metrics_file");
   o.checkpoint_dir = config.Get("checkpoint_dir");
   o.run_dir = config.Get("run_dir");
+  o.relaunch_from = config.Get("relaunch_from");
   o.rendezvous_uri = config.Get("rendezvous_uri");
   o.test_kill_at = config.Get("test_kill_at");
   if (o.rendezvous_uri.rfind("file:", 0) == 0) o.rendezvous_uri = o.rendezvous_uri.substr(5);

@@ -50,6 +50,7 @@ constexpr std::array kTable{
     Tunable{"spawn_timeout_s", "ELASTIC_SPAWN_TIMEOUT_S", "60", "watchdog on MPI_Comm_spawn (s)"},
     Tunable{"poll_interval_s", "ELASTIC_POLL_INTERVAL_S", "1", "how often rank 0 polls for commands (s)"},
     Tunable{"run_dir", contract::kRunDir, "", "the job's private directory"},
+    Tunable{"relaunch_from", contract::kRelaunchFrom, "", "the relaunch record a world started again reads (elastic-launch)"},
     Tunable{"checkpoint_dir", "ELASTIC_CHECKPOINT_DIR", "", "where checkpoints go"},
     Tunable{"checkpoint_interval_s", "ELASTIC_CHECKPOINT_INTERVAL_S", "0",
             "checkpoint at the first rescale point after this many seconds (0: on request only)"},

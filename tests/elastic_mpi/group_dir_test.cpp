@@ -8,11 +8,20 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <thread>
 
 namespace {
+
+std::string Host() {
+  char name[256] = {};
+  gethostname(name, sizeof name - 1);
+  return name;
+}
+
 
 class GroupDirTest : public ::testing::Test {
  protected:
@@ -61,15 +70,15 @@ TEST_F(GroupDirTest, TheShimAdoptsTheLaunchersEnvironmentAndKeepsTheDvmsOwn) {
   EXPECT_EQ(Get("PMIX_RANK"), "1");                  // the DVM's, kept
   EXPECT_EQ(Get("OMPI_COMM_WORLD_LOCAL_RANK"), "1");
   EXPECT_EQ(Get("OMPI_MCA_gd_from_launcher"), "lo");  // the launcher's Open MPI setting, carried
-  // The rank's pid is recorded.
-  EXPECT_TRUE(std::ifstream(dir_ + "/" + std::to_string(getpid())).good());
+  // The rank's pid is recorded, with its host.
+  EXPECT_TRUE(std::ifstream(dir_ + "/" + std::to_string(getpid()) + "@" + Host()).good());
   unsetenv("PMIX_RANK");
   unsetenv("OMPI_COMM_WORLD_LOCAL_RANK");
   unsetenv("ELASTIC_GD_NEW");
   unsetenv("ELASTIC_GD_KEPT");
 }
 
-TEST_F(GroupDirTest, SignalsReachTheRecordedRanks) {
+TEST_F(GroupDirTest, SignalsReachTheRecordedRanksOfThisHostOnly) {
   ASSERT_TRUE(elastic::launch::WriteGroupDir(dir_, {}));
   const pid_t child = fork();
   ASSERT_GE(child, 0);
@@ -77,8 +86,21 @@ TEST_F(GroupDirTest, SignalsReachTheRecordedRanks) {
     pause();
     _exit(0);
   }
-  std::ofstream(dir_ + "/" + std::to_string(child)).flush();
+  const pid_t elsewhere = fork();  // the same pid on another host (a relaunched world's rank there)
+  ASSERT_GE(elsewhere, 0);
+  if (elsewhere == 0) {
+    pause();
+    _exit(0);
+  }
+  std::ofstream(dir_ + "/" + std::to_string(child) + "@" + Host()).flush();
+  std::ofstream(dir_ + "/" + std::to_string(elsewhere) + "@not-" + Host()).flush();
+  std::ofstream(dir_ + "/" + std::to_string(elsewhere)).flush();  // no host: not signalled either
   elastic::launch::SignalGroup(dir_, SIGUSR2);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  int other = 0;
+  EXPECT_EQ(waitpid(elsewhere, &other, WNOHANG), 0) << "a rank recorded for another host was signalled";
+  kill(elsewhere, SIGKILL);
+  waitpid(elsewhere, &other, 0);
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFSIGNALED(status));

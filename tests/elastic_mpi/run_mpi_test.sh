@@ -13,6 +13,8 @@
 #   run_mpi_test.sh usr1 BIN               SIGUSR1 (time-limit warning): checkpoint, training goes on
 #   run_mpi_test.sh churn BIN HIER         200 in-place grows and shrinks of one world, each checked
 #                                          (HIER=1: hierarchical MPI collectives)
+#   run_mpi_test.sh relaunch MPIEXEC BIN   relaunch commands end the world and elastic-launch starts it
+#                                          again at 3 ranks, then at 2: training goes on from the same step
 #   run_mpi_test.sh anyleave MPIEXEC BIN FIRST HOW [RANKS]
 #                                          groups 1 and 2 (RANKS ranks each, default 1) join; group FIRST
 #                                          leaves first (HOW: command = a shrink command, then the other
@@ -314,6 +316,60 @@ churn)
     kept=$(grep -c "rank 0 kept its launch's communicator" "$work/base.log")
     (( kept >= changes )) || fail "the base kept its launch's communicator at $kept changes of $changes"
   fi
+  ;;
+relaunch)
+  # elastic-launch -n 2 trains; a relaunch command (as elasticd would send where the MPI cannot
+  # grow in place) ends the world at a rescale point and the launcher starts it again at 3 ranks
+  # from the state rank 0 left (memory-backed), then another brings it back to 2. The global batch
+  # never changes: the model must match a 2-rank run's, every sample taken exactly once, and each
+  # world must go on from the step the one before it reached.
+  mpiexec=$1 bin=$2
+  node=$(hostname)
+  mkdir -p "$work/ref" "$work/el" "$work/commands"
+  timeout -k 10 90 "$mpiexec" --oversubscribe -np 2 "$bin/elastic-train-logreg" \
+    --samples $SAMPLES --epochs $EPOCHS --model-out "$work/ref/model" 2>"$work/ref.log" \
+    || { cat "$work/ref.log"; fail "reference run failed"; }
+  steps=$(grep -o "done: [0-9]* steps" "$work/ref.log" | grep -o "[0-9]*")
+  export ELASTIC_JOB_ID=relaunch$$ ELASTIC_POLL_INTERVAL_S=0.1 ELASTIC_COMMAND_DIR="$work/commands"
+  timeout -k 10 150 "$bin/elastic-launch" -n 2 --oversubscribe --run-dir "$work/run" -- \
+    "$bin/elastic-train-logreg" --sleep-ms 60 --samples $SAMPLES --epochs $EPOCHS --model-out "$work/el/model" \
+    --ids-dir "$work/el" >"$work/out.log" 2>&1 &
+  launcher=$!; pids+=($launcher)
+  relaunch_to() {  # relaunch_to RANKS: the command, then the new world's first line
+    local n=$1 before
+    before=$(grep -c "relaunched world of $n ranks" "$work/out.log")
+    echo "{\"action\": \"relaunch\", \"world\": [{\"node\": \"$node\", \"ranks\": $n}]}" >"$work/commands/r$n.tmp"
+    mv "$work/commands/r$n.tmp" "$work/commands/r$n.json"
+    for _ in $(seq 300); do
+      (( $(grep -c "relaunched world of $n ranks" "$work/out.log") > before )) && return 0
+      kill -0 $launcher 2>/dev/null || break
+      sleep 0.1
+    done
+    cat "$work/out.log"; fail "no relaunched world of $n ranks within 30 s"
+  }
+  for _ in $(seq 100); do [[ -s $work/run/rendezvous.uri ]] && break; sleep 0.1; done
+  sleep 1.5
+  relaunch_to 3
+  sleep 1
+  relaunch_to 2
+  wait $launcher; rc=$?
+  pids=()
+  cat "$work/out.log"
+  [[ $rc == 0 ]] || fail "launcher exited with $rc"
+  mapfile -t at < <(grep -o "relaunch at step [0-9]*" "$work/out.log" | grep -o "[0-9]*$")
+  mapfile -t from < <(grep -o "relaunched world of [0-9]* ranks at step [0-9]*" "$work/out.log" | grep -o "[0-9]*$")
+  [[ ${#at[@]} == 2 && ${#from[@]} == 2 ]] || fail "expected 2 relaunches, got ${#at[@]} ends and ${#from[@]} starts"
+  for i in 0 1; do
+    (( at[i] > 0 )) && [[ ${at[$i]} == "${from[$i]}" ]] \
+      || fail "relaunch $((i + 1)): the world ended at step ${at[$i]}, the new one started at ${from[$i]}"
+  done
+  grep -q "done: $steps steps, world 2," "$work/out.log" || fail "did not train to the end at 2 ranks in $steps steps"
+  leftover=$(ls /dev/shm | grep -c "^elastic-relaunch\.relaunch$$\.") 
+  [[ $leftover == 0 ]] || fail "$leftover relaunch state file(s) left in /dev/shm"
+  "$bin/elastic-train-logreg" --verify-ids "$work/el" --samples $SAMPLES --epochs $EPOCHS \
+    || fail "samples not processed exactly once"
+  "$bin/elastic-train-logreg" --compare "$work/ref/model" "$work/el/model" --tolerance $TOLERANCE \
+    || fail "model differs from the reference"
   ;;
 anyleave)
   # Two separately launched groups of RANKS ranks join (group 1, then group 2), as two extension jobs

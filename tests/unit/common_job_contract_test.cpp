@@ -214,14 +214,14 @@ TEST(EnvVars, ScrubAndPerLaunchListsAreTheDocumentedOnes) {
                           "ELASTIC_LOCAL_BATCH_MAX", "ELASTIC_LR_SCALING", "ELASTIC_MODEL",
                           "ELASTIC_FUSE_MAX_PER_GPU", "ELASTIC_FUSE_TRIALS", "ELASTIC_FUSE_LEADER", "ELASTIC_GPU_TYPES",
                           "ELASTIC_JOIN_TOKEN", "ELASTIC_PARENT_JOB_ID", "ELASTIC_GROUP_ID", "ELASTIC_RENDEZVOUS_URI",
-                          "ELASTIC_MUNGE_SOCKET", "ELASTIC_STANDALONE", "ELASTIC_JOIN"}));
+                          "ELASTIC_MUNGE_SOCKET", "ELASTIC_STANDALONE", "ELASTIC_JOIN", "ELASTIC_RELAUNCH_FROM"}));
   // What elastic-launch never hands from a parent to an extension's launcher.
   EXPECT_EQ(per_launch, (std::set<std::string>{
                             "ELASTIC_SPEC_VERSION", "ELASTIC_MODE", "ELASTIC_JOB_ID", "ELASTIC_ROLE",
                             "ELASTIC_CONTROLLER", "ELASTIC_JOIN_TOKEN", "ELASTIC_GROUP_ID", "ELASTIC_PARENT_JOB_ID",
                             "ELASTIC_RENDEZVOUS_URI", "ELASTIC_NODE_GROUP", "ELASTIC_LOCAL_RANK",
                             "ELASTIC_LOCAL_SIZE", "ELASTIC_JOIN", "ELASTIC_RUN_DIR", "ELASTIC_FUSE_TRIALS",
-                            "ELASTIC_FUSE_LEADER"}));
+                            "ELASTIC_FUSE_LEADER", "ELASTIC_RELAUNCH_FROM"}));
 }
 
 }  // namespace

@@ -122,6 +122,10 @@ struct SessionOptions {
   // with the metrics, so that its remaining-time objective can estimate the time left.
   double total_samples = 0;
   std::string run_dir;
+  // The relaunch record this world starts from (ELASTIC_RELAUNCH_FROM, set by elastic-launch when
+  // it starts a world again after a `relaunch` command; docs/runtime.md, "Relaunch"): the step,
+  // batch and statistics of the world before it, and in Begin() its registered state.
+  std::string relaunch_from;
   std::string test_kill_at;  // tests: a joiner's rank 0 dies at this grow phase (connect, merge, state)
   std::string rendezvous_uri;  // the job's ompi-server URI file (releases an accept no joiner reaches)
   // Install a SIGTERM handler: a group whose rank gets SIGTERM (scancel of its extension job,

@@ -48,6 +48,7 @@ inline constexpr char kLocalRank[] = "ELASTIC_LOCAL_RANK";
 inline constexpr char kLocalSize[] = "ELASTIC_LOCAL_SIZE";
 inline constexpr char kRunDir[] = "ELASTIC_RUN_DIR";
 inline constexpr char kJoin[] = "ELASTIC_JOIN";
+inline constexpr char kRelaunchFrom[] = "ELASTIC_RELAUNCH_FROM";
 // Set by the user (tests, a plain mpirun); the plugin removes it from an elastic job.
 inline constexpr char kStandalone[] = "ELASTIC_STANDALONE";
 

@@ -1,0 +1,134 @@
+// The leader launcher's relaunch (relauncher.h).
+#include "relauncher.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "elastic/common/exit_codes.h"
+#include "relaunch.h"
+
+namespace elastic::launch {
+
+namespace {
+
+Result<nlohmann::json> ReadRecord(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status(ErrorKind::kNotFound, "cannot read " + path + ": " + std::strerror(errno));
+  std::stringstream text;
+  text << in.rdbuf();
+  try {
+    return nlohmann::json::parse(text.str());
+  } catch (const std::exception& e) {
+    return Status(ErrorKind::kInvalidArgument, path + ": " + e.what());
+  }
+}
+
+}  // namespace
+
+bool Relauncher::Asked() const {
+  struct stat st {};
+  return stat((s_.run_dir + "/" + mpi::kRelaunchRecord).c_str(), &st) == 0;
+}
+
+Result<int> Relauncher::Next(mpi::stack::GroupLaunch* group) {
+  const std::string taken = record();
+  if (std::rename((s_.run_dir + "/" + mpi::kRelaunchRecord).c_str(), taken.c_str()) != 0) {
+    return Status(ErrorKind::kInvalidArgument, "cannot take " + s_.run_dir + "/" + mpi::kRelaunchRecord + ": " +
+                                                   std::strerror(errno));
+  }
+  auto j = ReadRecord(taken);
+  if (!j.ok()) return j.status();
+  if (j.value().contains("state") && j.value()["state"].is_string()) states_.push_back(j.value()["state"]);
+  auto nodes = mpi::ParseRelaunchWorld(j.value().value("world", nlohmann::json()));
+  if (!nodes.ok()) return nodes.status();
+  int here = 0;
+  int mine = 0;
+  int total = 0;
+  std::string hosts;
+  for (const mpi::RelaunchNode& n : nodes.value()) {
+    total += n.ranks;
+    if (n.agent.empty()) {
+      ++mine;
+      here = n.ranks;
+    }
+    hosts += (hosts.empty() ? "" : ",") + n.node + ":" + std::to_string(n.ranks);
+  }
+  if (mine != 1) {
+    return Status(ErrorKind::kInvalidArgument, "the world must name this launcher's node once, as the node without "
+                                               "an agent; it names " + std::to_string(mine));
+  }
+  const bool others = nodes.value().size() > 1;
+  if (others && !mpi::stack::RelaunchesAcrossNodes()) {
+    return Status(ErrorKind::kInvalidArgument, std::string("this runtime (rendezvous ") + mpi::stack::RendezvousKind() +
+                                                   ") relaunches a world on the launcher's node only");
+  }
+  if (others || spans_others_) {
+    // A new rendezvous over exactly the new world's nodes: the old one's daemons leave with it.
+    const std::string agent = s_.self + " " + kAgentOption + " " + taken;
+    if (agent.find_first_of("\t\n") != std::string::npos || s_.self.find(' ') != std::string::npos ||
+        taken.find(' ') != std::string::npos) {
+      return Status(ErrorKind::kInvalidArgument, "the launcher's path and the run directory must not hold blanks "
+                                                 "for a relaunch over several nodes: " + agent);
+    }
+    mpi::stack::AwaitServerIdle(*server_, 10);
+    hooks_.stop_server(*server_, *server_cmd_);
+    *server_ = -1;
+    unlink(s_.uri_file.c_str());
+    *server_cmd_ = others ? mpi::stack::RelaunchServerCommand(s_.server_program, s_.uri_file, s_.itf, hosts, agent)
+                          : mpi::stack::ServerCommand(s_.server_program, s_.uri_file, s_.itf);
+    *server_ = hooks_.start_server(*server_cmd_);
+    if (*server_ < 0 || !hooks_.wait_for_file(s_.uri_file, s_.wait_s)) {
+      return Status(ErrorKind::kUnavailable, "the rendezvous over " + hosts + " did not start (no URI in " +
+                                                 s_.uri_file + ")");
+    }
+    spans_others_ = others;
+  }
+  group->ranks = total;
+  group->hosts = others ? hosts : "";
+  return here;
+}
+
+void Relauncher::Finish() {
+  for (const std::string& state : states_) unlink(state.c_str());  // taken ones are gone already
+}
+
+int AgentMain(int argc, char** argv) {
+  if (argc < 5) {
+    std::fprintf(stderr, "elastic-launch: usage: elastic-launch %s RECORD NODE COMMAND... (the job's DVM runs this "
+                 "itself to start its daemon on NODE)\n", kAgentOption);
+    return kExitUsage;
+  }
+  auto j = ReadRecord(argv[2]);
+  auto nodes = j.ok() ? mpi::ParseRelaunchWorld(j.value().value("world", nlohmann::json()))
+                      : Result<std::vector<mpi::RelaunchNode>>(j.status());
+  if (!nodes.ok()) {
+    std::fprintf(stderr, "elastic-launch %s: %s\n", kAgentOption, nodes.status().message().c_str());
+    return kExitUsage;
+  }
+  const std::string node = argv[3];
+  std::string line;
+  for (int i = 4; i < argc; ++i) line += (line.empty() ? "" : " ") + std::string(argv[i]);
+  for (const mpi::RelaunchNode& n : nodes.value()) {
+    if (n.node != node) continue;
+    std::vector<std::string> cmd = n.agent;
+    if (cmd.empty()) cmd = {"/bin/sh"};  // this node
+    else cmd.push_back("/bin/sh");
+    cmd.insert(cmd.end(), {"-c", line});
+    std::vector<char*> args;
+    for (std::string& a : cmd) args.push_back(a.data());
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    std::fprintf(stderr, "elastic-launch %s: cannot run %s: %s\n", kAgentOption, args[0], std::strerror(errno));
+    return 127;
+  }
+  std::fprintf(stderr, "elastic-launch %s: %s names no node %s\n", kAgentOption, argv[2], node.c_str());
+  return kExitUsage;
+}
+
+}  // namespace elastic::launch

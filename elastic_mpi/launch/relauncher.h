@@ -1,0 +1,64 @@
+// The leader launcher's side of a relaunch (src/relaunch.h): when the world ended for one, the
+// record is taken (renamed relaunched.json), the job's rendezvous is started again over the new
+// world's nodes where it must span other nodes or did (mpi_stack.h: Open MPI 5's DVM, with an
+// ssh-style agent that is this program's `--agent` mode), and the group is launched again.
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "elastic/common/error.h"
+#include "mpi_stack.h"
+
+namespace elastic::launch {
+
+// What the launcher does with processes (elastic_launch.cpp).
+struct ProcessHooks {
+  std::function<pid_t(const std::vector<std::string>&)> start_server;  // -1 when it cannot
+  std::function<void(pid_t, const std::vector<std::string>&)> stop_server;
+  std::function<bool(const std::string&, double)> wait_for_file;  // a complete first line
+};
+
+struct RelaunchSetup {
+  std::string run_dir;
+  std::string self;           // this executable (the DVM's agent)
+  std::string itf;            // ELASTIC_RENDEZVOUS_IF
+  std::string server_program; // --rendezvous-server
+  std::string uri_file;
+  double wait_s = 60;
+};
+
+class Relauncher {
+ public:
+  Relauncher(RelaunchSetup setup, ProcessHooks hooks, pid_t* server, std::vector<std::string>* server_cmd)
+      : s_(std::move(setup)), hooks_(std::move(hooks)), server_(server), server_cmd_(server_cmd) {}
+
+  // Whether the world that just ended asked for a relaunch (its record is there).
+  bool Asked() const;
+  // Takes the record and makes ready the next world: the rendezvous again where needed, and
+  // *group's ranks (all of them) and hosts. Returns the ranks on this node. kInvalidArgument (a
+  // bad record, or a world this MPI cannot relaunch), kUnavailable (the rendezvous did not start).
+  Result<int> Next(mpi::stack::GroupLaunch* group);
+  // The record the next world reads (ELASTIC_RELAUNCH_FROM).
+  std::string record() const { return s_.run_dir + "/relaunched.json"; }
+  // At the end: removes a state file no world took.
+  void Finish();
+
+ private:
+  RelaunchSetup s_;
+  ProcessHooks hooks_;
+  pid_t* server_;
+  std::vector<std::string>* server_cmd_;
+  bool spans_others_ = false;  // the rendezvous runs on other nodes too
+  std::vector<std::string> states_;
+};
+
+// `elastic-launch --agent RECORD NODE COMMAND...`: what the DVM runs to start its daemon on NODE;
+// runs COMMAND (one shell line) there through the node's agent in RECORD.
+int AgentMain(int argc, char** argv);
+inline constexpr char kAgentOption[] = "--agent";
+
+}  // namespace elastic::launch

@@ -1,0 +1,167 @@
+// Relaunch at a rescale point (relaunch.h; docs/runtime.md, "Relaunch"): the world hands its
+// state to a file and stops, and elastic-launch starts it again over other nodes, where the MPI
+// runtime cannot grow or shrink the running world in place (Open MPI 5.0's DVM: growth onto
+// another node works once per node, and a node's daemon never leaves; docs/interfaces.md section 5).
+// The new world takes the old one's step, batch and statistics (Create) and its registered state
+// (Begin) from the old rank 0's files, like newcomers that receive both from a running world.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "check.h"
+#include "memory_space.h"
+#include "relaunch.h"
+#include "session_impl.h"
+
+namespace elastic::mpi {
+
+using detail::kComponent;
+
+namespace {
+
+// Rank 0's verdict and its message, to every rank of comm.
+Status Agree(bool ok, const std::string& error, int rank, MPI_Comm comm, ErrorKind kind) {
+  int word = ok ? 1 : 0;
+  ELASTIC_MPI_CHECK(MPI_Bcast(&word, 1, MPI_INT, 0, comm));
+  if (word != 0) return Status::Ok();
+  return Status(kind, rank == 0 ? error : "rank 0: " + (error.empty() ? std::string("see rank 0's log") : error));
+}
+
+// Bytes from rank 0 to every rank, in pieces MPI's int counts can hold.
+Status BcastAll(void* data, std::size_t bytes, MPI_Comm comm) {
+  constexpr std::size_t kChunk = std::size_t{1} << 30;
+  auto* p = static_cast<char*>(data);
+  for (std::size_t done = 0; done < bytes; done += kChunk) {
+    const std::size_t n = std::min(kChunk, bytes - done);
+    ELASTIC_MPI_CHECK(MPI_Bcast(p + done, static_cast<int>(n), MPI_BYTE, 0, comm));
+  }
+  return Status::Ok();
+}
+
+// Where rank 0 puts the state: memory-backed storage when this node has it (the file lives only
+// between the two worlds), else the run directory.
+std::string StatePath(const SessionOptions& o, std::uint64_t step) {
+  std::string name = "elastic-relaunch." + o.job_id + "." + std::to_string(getpid()) + "." + std::to_string(step);
+  std::replace(name.begin(), name.end(), '/', '_');
+  struct stat st {};
+  if (stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode) && access("/dev/shm", W_OK) == 0) return "/dev/shm/" + name;
+  return o.run_dir + "/" + name;
+}
+
+}  // namespace
+
+Status Session::Impl::Relaunch(int new_size) {
+  std::string state;
+  std::string error;
+  if (rank == 0 && options.run_dir.empty()) {
+    error = "a relaunch needs the job's run directory (ELASTIC_RUN_DIR), where elastic-launch reads its record";
+  }
+  if (Status s = Agree(error.empty(), error, rank, world, ErrorKind::kConfig); !s.ok()) return s;
+  if (rank == 0) state = StatePath(options, step);
+  if (Status s = WriteCheckpoint(state); !s.ok()) return s;  // collective; rank 0 writes
+  if (rank == 0) {
+    const std::string record = options.run_dir + "/" + kRelaunchRecord;
+    const std::string tmp = record + ".tmp";
+    nlohmann::json j{{"world", nlohmann::json::parse(relaunch_world)},
+                     {"state", state},
+                     {"from_ranks", size},
+                     {"ranks", new_size},
+                     {"meta", nlohmann::json::parse(MetaJson(0))}};
+    {
+      std::ofstream out(tmp, std::ios::trunc);
+      out << j.dump() << "\n";
+      out.flush();
+      if (!out) error = "cannot write " + tmp + ": " + std::strerror(errno);
+    }
+    if (error.empty() && std::rename(tmp.c_str(), record.c_str()) != 0) {
+      error = "cannot rename " + tmp + " to " + record + ": " + std::strerror(errno);
+    }
+    if (!error.empty()) {
+      unlink(tmp.c_str());
+      unlink(state.c_str());
+    }
+  }
+  if (Status s = Agree(error.empty(), error, rank, world, ErrorKind::kUnavailable); !s.ok()) return s;
+  if (rank == 0) {
+    Log(LogLevel::kVerbose, kComponent, "the world stops for a relaunch at ", new_size, " ranks; its state is in ",
+        state, " (", kRelaunchRecord, ")");
+  }
+  stop = true;
+  relaunching = true;
+  return Status::Ok();
+}
+
+Status Session::Impl::RestoreMeta() {
+  std::string meta;
+  std::string error;
+  if (rank == 0) {
+    std::ifstream in(options.relaunch_from);
+    std::stringstream text;
+    text << in.rdbuf();
+    try {
+      if (!in) throw std::runtime_error("cannot read it");
+      const auto j = nlohmann::json::parse(text.str());
+      meta = j.at("meta").dump();
+      relaunched_state = j.at("state").get<std::string>();
+    } catch (const std::exception& e) {
+      error = "the relaunch record " + options.relaunch_from + ": " + e.what();
+    }
+  }
+  if (Status s = Agree(error.empty(), error, rank, world, ErrorKind::kNotFound); !s.ok()) return s;
+  std::uint64_t len = meta.size();
+  ELASTIC_MPI_CHECK(MPI_Bcast(&len, 1, MPI_UINT64_T, 0, world));
+  meta.resize(len);
+  if (Status s = BcastAll(meta.data(), len, world); !s.ok()) return s;
+  try {
+    const auto j = nlohmann::json::parse(meta);
+    step = j.at("step").get<std::uint64_t>();
+    samples = j.at("samples").get<std::uint64_t>();
+    global_batch = j.at("global_batch").get<std::uint64_t>();
+    base_batch = j.at("base_batch").get<std::uint64_t>();
+    next_group_id = j.at("next_group_id").get<std::uint32_t>();
+    const auto& n = j.at("noise");
+    noise.Restore({n.at(0).get<double>(), n.at(1).get<double>(), n.at(2).get<double>()});
+    pending_manifest = j.at("buffers");
+  } catch (const std::exception& e) {
+    return Status(ErrorKind::kProtocol, "the relaunch record " + options.relaunch_from + ": malformed meta: " + e.what());
+  }
+  relaunched = true;
+  if (rank == 0) Log(LogLevel::kInfo, kComponent, "relaunched world of ", size, " ranks at step ", step);
+  return Status::Ok();
+}
+
+Status Session::Impl::RestoreBuffers() {
+  // Every rank's registration must match the old rank 0's, in order (as a newcomer's).
+  bool match = pending_manifest.size() == buffers.size();
+  for (std::size_t i = 0; match && i < buffers.size(); ++i) {
+    match = pending_manifest[i].at(0).get<std::string>() == buffers[i].name &&
+            pending_manifest[i].at(1).get<std::size_t>() == buffers[i].bytes;
+  }
+  int all = match ? 1 : 0;
+  ELASTIC_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_MIN, world));
+  if (all == 0) {
+    std::string mine;
+    for (const Buffer& b : buffers) mine += b.name + ":" + std::to_string(b.bytes) + " ";
+    return Status(ErrorKind::kInternal, "relaunch: registered state differs from the world's before it: it had " +
+                                            pending_manifest.dump() + (match ? "" : ", this rank has " + mine));
+  }
+  Status read = rank == 0 ? ReadCheckpoint(relaunched_state) : Status::Ok();
+  if (Status s = Agree(read.ok(), read.message(), rank, world, read.kind()); !s.ok()) return s;
+  for (Buffer& b : buffers) {
+    auto view = detail::HostView::Of(b.data, b.bytes, b.space, /*fill=*/rank == 0);
+    if (!view.ok()) return view.status();
+    if (Status s = BcastAll(view.value().data(), b.bytes, world); !s.ok()) return s;
+    if (rank != 0) {
+      if (Status s = view.value().WriteBack(); !s.ok()) return s;
+    }
+  }
+  if (rank == 0) unlink(relaunched_state.c_str());  // taken: the memory it held is free again
+  return Status::Ok();
+}
+
+}  // namespace elastic::mpi

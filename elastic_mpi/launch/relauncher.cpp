@@ -76,7 +76,8 @@ Result<int> Relauncher::Next(mpi::stack::GroupLaunch* group) {
       return Status(ErrorKind::kInvalidArgument, "the launcher's path and the run directory must not hold blanks "
                                                  "for a relaunch over several nodes: " + agent);
     }
-    mpi::stack::AwaitServerIdle(*server_, 10);
+    // The whole world was this launch, and it has ended: nothing else to wait for (the DVM's
+    // children now are its daemons' agents on the other nodes, which end with it).
     hooks_.stop_server(*server_, *server_cmd_);
     *server_ = -1;
     unlink(s_.uri_file.c_str());

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "mpi_stack.h"
 #include "relaunch.h"
 #include "session_impl.h"
 
@@ -164,6 +165,14 @@ Decision Session::Impl::Decide() {
     if (c.id > 0) current_command = c;
     if (c.global_batch != 0) d.global_batch = static_cast<std::int64_t>(ClampBatch(c.global_batch));
     if (c.action == "relaunch") {
+      // Refused before the world stops where the launcher could not start it again.
+      if (!stack::RelaunchesAcrossNodes() && nlohmann::json::parse(c.world).size() > 1) {
+        const std::string why = std::string("this runtime (rendezvous ") + stack::RendezvousKind() +
+                                ") relaunches a world on the launcher's node only";
+        Log(LogLevel::kError, kComponent, "relaunch refused: ", why);
+        AckCurrent(false, why);
+        continue;
+      }
       d.action = Action::kRelaunch;
       d.count = c.world_ranks;
       relaunch_world = c.world;

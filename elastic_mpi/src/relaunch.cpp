@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -53,6 +54,10 @@ std::string StatePath(const SessionOptions& o, std::uint64_t step) {
   return o.run_dir + "/" + name;
 }
 
+double WallSeconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 }  // namespace
 
 Status Session::Impl::Relaunch(int new_size) {
@@ -71,6 +76,7 @@ Status Session::Impl::Relaunch(int new_size) {
                      {"state", state},
                      {"from_ranks", size},
                      {"ranks", new_size},
+                     {"stopped_at", WallSeconds()},
                      {"meta", nlohmann::json::parse(MetaJson(0))}};
     {
       std::ofstream out(tmp, std::ios::trunc);
@@ -108,6 +114,7 @@ Status Session::Impl::RestoreMeta() {
       const auto j = nlohmann::json::parse(text.str());
       meta = j.at("meta").dump();
       relaunched_state = j.at("state").get<std::string>();
+      relaunch_stopped_at = j.value("stopped_at", 0.0);
     } catch (const std::exception& e) {
       error = "the relaunch record " + options.relaunch_from + ": " + e.what();
     }
@@ -160,7 +167,12 @@ Status Session::Impl::RestoreBuffers() {
       if (Status s = view.value().WriteBack(); !s.ok()) return s;
     }
   }
-  if (rank == 0) unlink(relaunched_state.c_str());  // taken: the memory it held is free again
+  if (rank == 0) {
+    unlink(relaunched_state.c_str());  // taken: the memory it held is free again
+    // The pause the relaunch cost: from the old world's stop to this world's state in place.
+    Log(LogLevel::kInfo, kComponent, "relaunch done: ", size, " ranks at step ", step, ", pause ",
+        relaunch_stopped_at > 0 ? WallSeconds() - relaunch_stopped_at : 0.0, " s");
+  }
   return Status::Ok();
 }
 

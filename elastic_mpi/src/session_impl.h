@@ -187,6 +187,7 @@ struct Session::Impl {
   Status RestoreBuffers();        // collective, in Begin(): its registered state
   bool relaunched = false;        // this world was started again from a relaunch record
   std::string relaunched_state;   // rank 0: the state file it reads in Begin()
+  double relaunch_stopped_at = 0;  // rank 0: when the world before it stopped (wall clock, s)
 };
 
 }  // namespace elastic::mpi

@@ -364,6 +364,9 @@ relaunch)
       || fail "relaunch $((i + 1)): the world ended at step ${at[$i]}, the new one started at ${from[$i]}"
   done
   grep -q "done: $steps steps, world 2," "$work/out.log" || fail "did not train to the end at 2 ranks in $steps steps"
+  pauses=$(grep -o "relaunch done: [0-9]* ranks at step [0-9]*, pause [0-9.e+-]*" "$work/out.log" | awk '{print $NF}' | paste -sd,)
+  [[ $pauses == *,* ]] || fail "no relaunch pause logged for both relaunches ($pauses)"
+  echo "{\"bench\": \"relaunch_one_node\", \"sizes\": [2, 3, 2], \"pause_s\": [$pauses]}"
   leftover=$(ls /dev/shm | grep -c "^elastic-relaunch\.relaunch$$\.") 
   [[ $leftover == 0 ]] || fail "$leftover relaunch state file(s) left in /dev/shm"
   "$bin/elastic-train-logreg" --verify-ids "$work/el" --samples $SAMPLES --epochs $EPOCHS \

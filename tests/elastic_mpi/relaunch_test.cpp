@@ -1,0 +1,201 @@
+// The relaunch record (elastic_mpi/src/relaunch.h) and the leader launcher's side of a relaunch
+// (elastic_mpi/launch/relauncher.h), without MPI: the world's check, the record taken, the
+// rendezvous started again only where the world spans other nodes (Open MPI 5), and the DVM's
+// agent mode running a command through a node's agent.
+#include "relauncher.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "relaunch.h"
+
+namespace {
+
+using elastic::ErrorKind;
+using elastic::mpi::ParseRelaunchWorld;
+using elastic::mpi::RelaunchWorldRanks;
+using nlohmann::json;
+
+TEST(RelaunchWorld, NodesRanksAndAgents) {
+  auto w = ParseRelaunchWorld(json::parse(R"([{"node": "n1", "ranks": 2},
+                                              {"node": "n2", "ranks": 3, "agent": ["srun", "--jobid=7"]}])"));
+  ASSERT_TRUE(w.ok()) << w.status().message();
+  ASSERT_EQ(w.value().size(), 2u);
+  EXPECT_EQ(w.value()[0].node, "n1");
+  EXPECT_TRUE(w.value()[0].agent.empty());
+  EXPECT_EQ(w.value()[1].ranks, 3);
+  EXPECT_EQ(w.value()[1].agent, (std::vector<std::string>{"srun", "--jobid=7"}));
+  EXPECT_EQ(RelaunchWorldRanks(json::parse(R"([{"node": "a", "ranks": 2}, {"node": "b", "ranks": 5}])")).value(), 7);
+}
+
+TEST(RelaunchWorld, BadWorldsAreRefusedNamingTheFault) {
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {R"({"node": "n1"})", "not a list"},
+      {R"([])", "not a list"},
+      {R"([{"ranks": 2}])", "without a node name"},
+      {R"([{"node": "n1", "ranks": 2}, {"node": "n1", "ranks": 1}])", "twice"},
+      {R"([{"node": "n1", "ranks": 0}])", "no rank count"},
+      {R"([{"node": "n1", "ranks": 5000}])", "no rank count"},
+      {R"([{"node": "n1,n2", "ranks": 1}])", "names node"},
+      {R"([{"node": "n1", "ranks": 1, "agent": "srun"}])", "not a list"},
+      {R"([{"node": "n1", "ranks": 1, "agent": [""]}])", "empty agent word"},
+  };
+  for (const auto& [text, why] : bad) {
+    auto w = ParseRelaunchWorld(json::parse(text));
+    ASSERT_FALSE(w.ok()) << text;
+    EXPECT_EQ(w.status().kind(), ErrorKind::kProtocol) << text;
+    EXPECT_NE(w.status().message().find(why), std::string::npos) << text << ": " << w.status().message();
+  }
+}
+
+class RelauncherTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/elastic-relaunch-test.XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  void WriteRecord(const std::string& world, const std::string& state = "") {
+    json j{{"world", json::parse(world)}, {"state", state.empty() ? dir_ + "/state" : state}};
+    std::ofstream(dir_ + "/" + elastic::mpi::kRelaunchRecord) << j.dump() << "\n";
+  }
+
+  // Process hooks that record what the launcher would start and stop; the "server" writes its URI.
+  elastic::launch::ProcessHooks Hooks() {
+    return {[this](const std::vector<std::string>& cmd) {
+              started_.push_back(cmd);
+              std::ofstream(dir_ + "/uri") << "uri-" << started_.size() << "\n";
+              return static_cast<pid_t>(1000 + started_.size());
+            },
+            [this](pid_t pid, const std::vector<std::string>&) { stopped_.push_back(pid); },
+            [](const std::string& path, double) { return std::filesystem::exists(path); }};
+  }
+
+  elastic::launch::Relauncher Make() {
+    return elastic::launch::Relauncher({dir_, "/usr/bin/elastic-launch", "", "prte", dir_ + "/uri", 5}, Hooks(),
+                                       &server_, &server_cmd_);
+  }
+
+  std::string dir_;
+  std::vector<std::vector<std::string>> started_;
+  std::vector<pid_t> stopped_;
+  pid_t server_ = 42;
+  std::vector<std::string> server_cmd_{"the-first-server"};
+};
+
+TEST_F(RelauncherTest, OnThisNodeTheRendezvousStaysAndTheLaunchGrows) {
+  auto r = Make();
+  EXPECT_FALSE(r.Asked());
+  WriteRecord(R"([{"node": "n1", "ranks": 3}])");
+  ASSERT_TRUE(r.Asked());
+  elastic::mpi::stack::GroupLaunch group;
+  auto here = r.Next(&group);
+  ASSERT_TRUE(here.ok()) << here.status().message();
+  EXPECT_EQ(here.value(), 3);
+  EXPECT_EQ(group.ranks, 3);
+  EXPECT_EQ(group.hosts, "");
+  EXPECT_TRUE(started_.empty());
+  EXPECT_TRUE(stopped_.empty());
+  EXPECT_EQ(server_, 42);
+  EXPECT_FALSE(r.Asked());  // the record was taken
+  EXPECT_TRUE(std::filesystem::exists(r.record()));
+}
+
+TEST_F(RelauncherTest, OtherNodesRestartTheRendezvousOverThemOrAreRefused) {
+  auto r = Make();
+  WriteRecord(R"([{"node": "n1", "ranks": 2}, {"node": "n2", "ranks": 2, "agent": ["srun", "-w", "n2"]}])");
+  elastic::mpi::stack::GroupLaunch group;
+  auto here = r.Next(&group);
+  if (!elastic::mpi::stack::RelaunchesAcrossNodes()) {  // Open MPI 4: this node only
+    ASSERT_FALSE(here.ok());
+    EXPECT_EQ(here.status().kind(), ErrorKind::kInvalidArgument);
+    EXPECT_NE(here.status().message().find("launcher's node only"), std::string::npos) << here.status().message();
+    EXPECT_TRUE(started_.empty());
+    return;
+  }
+  ASSERT_TRUE(here.ok()) << here.status().message();
+  EXPECT_EQ(here.value(), 2);
+  EXPECT_EQ(group.ranks, 4);
+  EXPECT_EQ(group.hosts, "n1:2,n2:2");
+  EXPECT_EQ(stopped_, (std::vector<pid_t>{42}));  // the old DVM first
+  ASSERT_EQ(started_.size(), 1u);
+  const std::string cmd = [&] {
+    std::string all;
+    for (const auto& a : started_[0]) all += a + " ";
+    return all;
+  }();
+  EXPECT_NE(cmd.find("--host n1:2,n2:2 "), std::string::npos) << cmd;
+  EXPECT_NE(cmd.find("plm_ssh_agent /usr/bin/elastic-launch --agent " + r.record()), std::string::npos) << cmd;
+  EXPECT_EQ(cmd.find("plm_slurm_args"), std::string::npos) << cmd;
+  // Back to this node alone: a DVM without the other node (its daemon leaves with the old DVM).
+  WriteRecord(R"([{"node": "n1", "ranks": 2}])");
+  here = r.Next(&group);
+  ASSERT_TRUE(here.ok()) << here.status().message();
+  EXPECT_EQ(group.hosts, "");
+  ASSERT_EQ(started_.size(), 2u);
+  EXPECT_EQ(stopped_.size(), 2u);
+  // And again on this node: nothing to restart.
+  WriteRecord(R"([{"node": "n1", "ranks": 1}])");
+  ASSERT_TRUE(r.Next(&group).ok());
+  EXPECT_EQ(started_.size(), 2u);
+}
+
+TEST_F(RelauncherTest, TheWorldMustNameThisNodeOnce) {
+  auto r = Make();
+  WriteRecord(R"([{"node": "n1", "ranks": 2}, {"node": "n2", "ranks": 2}])");
+  elastic::mpi::stack::GroupLaunch group;
+  auto here = r.Next(&group);
+  ASSERT_FALSE(here.ok());
+  EXPECT_NE(here.status().message().find("names 2"), std::string::npos) << here.status().message();
+}
+
+TEST_F(RelauncherTest, FinishRemovesAStateNoWorldTook) {
+  const std::string state = dir_ + "/left-state";
+  std::ofstream(state) << "x";
+  auto r = Make();
+  WriteRecord(R"([{"node": "n1", "ranks": 2}])", state);
+  elastic::mpi::stack::GroupLaunch group;
+  ASSERT_TRUE(r.Next(&group).ok());
+  r.Finish();
+  EXPECT_FALSE(std::filesystem::exists(state));
+}
+
+TEST_F(RelauncherTest, TheAgentRunsTheCommandThroughTheNodesAgent) {
+  const std::string out = dir_ + "/ran";
+  // The node's agent: env(1) with a variable, as `srun ...` would run the rest on that node.
+  json j{{"world", json::parse(R"([{"node": "n1", "ranks": 1}, {"node": "n2", "ranks": 1, "agent": ["env", "RELAUNCH_TEST=via-agent"]}])")}};
+  const std::string record = dir_ + "/relaunched.json";
+  std::ofstream(record) << j.dump() << "\n";
+  auto run = [&](std::vector<std::string> args) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      _exit(elastic::launch::AgentMain(static_cast<int>(argv.size() - 1), argv.data()));
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  EXPECT_EQ(run({"elastic-launch", "--agent", record, "n2", "echo", "$RELAUNCH_TEST", ">", out}), 0);
+  std::ifstream in(out);
+  std::string line;
+  std::getline(in, line);
+  EXPECT_EQ(line, "via-agent");
+  EXPECT_NE(run({"elastic-launch", "--agent", record, "n9", "true"}), 0);  // no such node
+  EXPECT_NE(run({"elastic-launch", "--agent", record}), 0);                // usage
+}
+
+}  // namespace

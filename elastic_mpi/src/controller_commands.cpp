@@ -165,12 +165,20 @@ Decision Session::Impl::Decide() {
     if (c.id > 0) current_command = c;
     if (c.global_batch != 0) d.global_batch = static_cast<std::int64_t>(ClampBatch(c.global_batch));
     if (c.action == "relaunch") {
-      // Refused before the world stops where the launcher could not start it again.
+      // Refused before the world stops where the launcher could not start it again, or where
+      // groups launched by others (extension jobs' launchers) would end with it.
+      std::string why;
       if (!stack::RelaunchesAcrossNodes() && nlohmann::json::parse(c.world).size() > 1) {
-        const std::string why = std::string("this runtime (rendezvous ") + stack::RendezvousKind() +
-                                ") relaunches a world on the launcher's node only";
+        why = std::string("this runtime (rendezvous ") + stack::RendezvousKind() +
+              ") relaunches a world on the launcher's node only";
+      } else if (groups.size() > 1) {
+        why = "the world has joined groups (" + std::to_string(groups.size() - 1) +
+              "), whose own launchers would end with it: they leave first";
+      }
+      if (!why.empty()) {
         Log(LogLevel::kError, kComponent, "relaunch refused: ", why);
         AckCurrent(false, why);
+        d = Decision{};
         continue;
       }
       d.action = Action::kRelaunch;

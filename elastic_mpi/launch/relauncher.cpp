@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -42,8 +43,14 @@ Result<int> Relauncher::Next(mpi::stack::GroupLaunch* group) {
     return Status(ErrorKind::kInvalidArgument, "cannot take " + s_.run_dir + "/" + mpi::kRelaunchRecord + ": " +
                                                    std::strerror(errno));
   }
+  const auto t0 = std::chrono::steady_clock::now();
   auto j = ReadRecord(taken);
   if (!j.ok()) return j.status();
+  // How long the old world took to end after its stop (MPI_Finalize, the DVM's bookkeeping).
+  const double stopped_at = j.value().value("stopped_at", 0.0);
+  const double ended_s =
+      stopped_at > 0 ? std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count() - stopped_at
+                     : 0.0;
   if (j.value().contains("state") && j.value()["state"].is_string()) states_.push_back(j.value()["state"]);
   auto nodes = mpi::ParseRelaunchWorld(j.value().value("world", nlohmann::json()));
   if (!nodes.ok()) return nodes.status();
@@ -68,7 +75,8 @@ Result<int> Relauncher::Next(mpi::stack::GroupLaunch* group) {
     return Status(ErrorKind::kInvalidArgument, std::string("this runtime (rendezvous ") + mpi::stack::RendezvousKind() +
                                                    ") relaunches a world on the launcher's node only");
   }
-  if (others || spans_others_) {
+  const bool restarted = others || spans_others_;
+  if (restarted) {
     // A new rendezvous over exactly the new world's nodes: the old one's daemons leave with it.
     const std::string agent = s_.self + " " + kAgentOption + " " + taken;
     if (agent.find_first_of("\t\n") != std::string::npos || s_.self.find(' ') != std::string::npos ||
@@ -92,6 +100,9 @@ Result<int> Relauncher::Next(mpi::stack::GroupLaunch* group) {
   }
   group->ranks = total;
   group->hosts = others ? hosts : "";
+  std::fprintf(stderr, "elastic-launch: relaunch: %d ranks over %s; the old world ended %.3f s after its stop, "
+               "the rendezvous %s in %.3f s\n", total, hosts.c_str(), ended_s,
+               restarted ? "restarted" : "kept", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   return here;
 }
 

@@ -48,6 +48,7 @@
 #include "elastic_mpi/topology.h"
 #include "elastic_mpi/tunables.h"
 #include "private_file.h"
+#include "relaunch.h"
 #include "relauncher.h"
 #include "torch_env.h"
 
@@ -105,7 +106,11 @@ volatile sig_atomic_t g_by_pid = 0;
 volatile sig_atomic_t g_pending[3] = {0, 0, 0};  // SIGTERM, SIGINT, SIGUSR1
 constexpr int kForwarded[3] = {SIGTERM, SIGINT, SIGUSR1};
 
+// SIGTERM or SIGINT reached the launcher: the job is ending, no relaunch after its world.
+volatile sig_atomic_t g_terminating = 0;
+
 void Forward(int sig) {
+  if (sig == SIGTERM || sig == SIGINT) g_terminating = 1;
   if (g_by_pid) {
     for (int i = 0; i < 3; ++i) {
       if (kForwarded[i] == sig) g_pending[i] = 1;
@@ -412,6 +417,9 @@ int main(int argc, char** argv) {
     if (o.uri_file.empty()) o.uri_file = o.run_dir + "/rendezvous.uri";
     if (leader) {
       unlink(o.uri_file.c_str());
+      // A relaunch record of an earlier run of the job (requeued; its launcher killed before it
+      // took the record) is not this world's to act on.
+      unlink((o.run_dir + "/" + elastic::mpi::kRelaunchRecord).c_str());
       if (own_token) {
         auto made = elastic::contract::NewJoinToken();
         token = made.ok() ? made.value() : "";
@@ -547,7 +555,7 @@ int main(int argc, char** argv) {
     elastic::launch::Relauncher relauncher({o.run_dir, SelfPath(argv[0]), config.Get("rendezvous_if"), o.server,
                                             o.uri_file, o.wait_s},
                                            std::move(hooks), &server, &server_cmd);
-    while (rc == 0 && relauncher.Asked()) {
+    while (rc == 0 && !g_terminating && relauncher.Asked()) {
       auto world = relauncher.Next(&group);
       if (!world.ok()) {
         std::fprintf(stderr, "elastic-launch: relaunch: %s\n", world.status().message().c_str());
@@ -557,7 +565,9 @@ int main(int argc, char** argv) {
       }
       rc = run_group(ranks_env(world.value(), relauncher.record()));
     }
-    relauncher.Finish();
+    const std::string checkpoints = config.Get("checkpoint_dir").empty() ? o.run_dir + "/checkpoint"
+                                                                          : config.Get("checkpoint_dir");
+    relauncher.Finish(checkpoints + "/checkpoint.bin");
   }
   // Other groups may still be ending through this launcher's rendezvous (mpi_stack.h).
   if (server > 0) elastic::mpi::stack::AwaitServerIdle(server, 30);

@@ -106,8 +106,31 @@ Result<int> Relauncher::Next(mpi::stack::GroupLaunch* group) {
   return here;
 }
 
-void Relauncher::Finish() {
-  for (const std::string& state : states_) unlink(state.c_str());  // taken ones are gone already
+void Relauncher::Finish(const std::string& checkpoint_path) {
+  // Taken ones are gone already (the new world's rank 0 removes what it read).
+  for (std::size_t i = 0; i + 1 < states_.size(); ++i) unlink(states_[i].c_str());
+  if (states_.empty() || access(states_.back().c_str(), F_OK) != 0) return;
+  const std::string& state = states_.back();
+  bool kept = false;
+  if (!checkpoint_path.empty()) {
+    const std::string dir = checkpoint_path.substr(0, checkpoint_path.rfind('/'));
+    mkdir(dir.c_str(), 0700);
+    const std::string tmp = checkpoint_path + ".tmp";
+    {
+      std::ifstream in(state, std::ios::binary);
+      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+      out << in.rdbuf();
+      out.flush();
+      kept = in.good() && out.good();
+    }
+    kept = kept && std::rename(tmp.c_str(), checkpoint_path.c_str()) == 0;
+    if (!kept) unlink(tmp.c_str());
+  }
+  std::fprintf(stderr, kept ? "elastic-launch: the relaunch did not complete: the state it carried is the job's "
+                              "checkpoint %s now (a restart resumes from it)\n"
+                            : "elastic-launch: the relaunch did not complete, and its state could not be kept as "
+                              "the checkpoint %s\n", checkpoint_path.c_str());
+  unlink(state.c_str());
 }
 
 int AgentMain(int argc, char** argv) {

@@ -44,8 +44,10 @@ class Relauncher {
   Result<int> Next(mpi::stack::GroupLaunch* group);
   // The record the next world reads (ELASTIC_RELAUNCH_FROM).
   std::string record() const { return s_.run_dir + "/relaunched.json"; }
-  // At the end: removes a state file no world took.
-  void Finish();
+  // At the end: a state file no world took (the relaunch failed) becomes the job's checkpoint at
+  // checkpoint_path (it is one: the runtime writes the checkpoint format), so that a restart of the
+  // job resumes from where the world stopped; older ones are removed.
+  void Finish(const std::string& checkpoint_path);
 
  private:
   RelaunchSetup s_;

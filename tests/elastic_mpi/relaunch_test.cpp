@@ -160,15 +160,39 @@ TEST_F(RelauncherTest, TheWorldMustNameThisNodeOnce) {
   EXPECT_NE(here.status().message().find("names 2"), std::string::npos) << here.status().message();
 }
 
-TEST_F(RelauncherTest, FinishRemovesAStateNoWorldTook) {
+TEST_F(RelauncherTest, AStateNoWorldTookBecomesTheCheckpoint) {
+  const std::string older = dir_ + "/older-state";
   const std::string state = dir_ + "/left-state";
-  std::ofstream(state) << "x";
+  std::ofstream(older) << "old";
+  std::ofstream(state) << "ELCKPT01 the latest";
   auto r = Make();
-  WriteRecord(R"([{"node": "n1", "ranks": 2}])", state);
   elastic::mpi::stack::GroupLaunch group;
+  WriteRecord(R"([{"node": "n1", "ranks": 2}])", older);
   ASSERT_TRUE(r.Next(&group).ok());
-  r.Finish();
+  WriteRecord(R"([{"node": "n1", "ranks": 3}])", state);
+  ASSERT_TRUE(r.Next(&group).ok());
+  const std::string checkpoint = dir_ + "/checkpoint/checkpoint.bin";
+  r.Finish(checkpoint);
   EXPECT_FALSE(std::filesystem::exists(state));
+  EXPECT_FALSE(std::filesystem::exists(older));
+  std::ifstream in(checkpoint);
+  std::string text;
+  std::getline(in, text);
+  EXPECT_EQ(text, "ELCKPT01 the latest");
+}
+
+TEST_F(RelauncherTest, ATakenStateLeavesTheCheckpointAlone) {
+  auto r = Make();
+  elastic::mpi::stack::GroupLaunch group;
+  WriteRecord(R"([{"node": "n1", "ranks": 2}])", dir_ + "/taken-state");  // the new world removed it
+  ASSERT_TRUE(r.Next(&group).ok());
+  std::filesystem::create_directory(dir_ + "/checkpoint");
+  std::ofstream(dir_ + "/checkpoint/checkpoint.bin") << "the program's own";
+  r.Finish(dir_ + "/checkpoint/checkpoint.bin");
+  std::ifstream in(dir_ + "/checkpoint/checkpoint.bin");
+  std::string text;
+  std::getline(in, text);
+  EXPECT_EQ(text, "the program's own");
 }
 
 TEST_F(RelauncherTest, TheAgentRunsTheCommandThroughTheNodesAgent) {

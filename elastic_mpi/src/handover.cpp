@@ -102,18 +102,23 @@ std::string Session::Impl::MetaJson(std::uint32_t new_group) const {
   return j.dump();
 }
 
+// The world's progress from its meta (a newcomer's, a relaunched world's); throws on a missing field.
+void Session::Impl::ApplyProgress(const nlohmann::json& j) {
+  step = j.at("step").get<std::uint64_t>();
+  samples = j.at("samples").get<std::uint64_t>();
+  global_batch = j.at("global_batch").get<std::uint64_t>();
+  base_batch = j.at("base_batch").get<std::uint64_t>();
+  next_group_id = j.at("next_group_id").get<std::uint32_t>();
+  const auto& n = j.at("noise");
+  noise.Restore({n.at(0).get<double>(), n.at(1).get<double>(), n.at(2).get<double>()});
+}
+
 // Applies the meta on a newcomer, with its own group appended (its inter is `inter`).
 Status Session::Impl::ApplyMeta(const std::string& text, MPI_Comm inter) {
   try {
     const auto j = nlohmann::json::parse(text);
-    step = j.at("step").get<std::uint64_t>();
-    samples = j.at("samples").get<std::uint64_t>();
-    global_batch = j.at("global_batch").get<std::uint64_t>();
-    base_batch = j.at("base_batch").get<std::uint64_t>();
-    next_group_id = j.at("next_group_id").get<std::uint32_t>();
+    ApplyProgress(j);
     group_id = j.at("new_group").get<std::uint32_t>();
-    const auto& n = j.at("noise");
-    noise.Restore({n.at(0).get<double>(), n.at(1).get<double>(), n.at(2).get<double>()});
     groups.clear();
     for (const auto& g : j.at("groups")) {
       groups.push_back({g.at(0).get<std::uint32_t>(), g.at(1).get<int>(), MPI_COMM_NULL});

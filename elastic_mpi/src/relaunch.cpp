@@ -126,13 +126,7 @@ Status Session::Impl::RestoreMeta() {
   if (Status s = BcastAll(meta.data(), len, world); !s.ok()) return s;
   try {
     const auto j = nlohmann::json::parse(meta);
-    step = j.at("step").get<std::uint64_t>();
-    samples = j.at("samples").get<std::uint64_t>();
-    global_batch = j.at("global_batch").get<std::uint64_t>();
-    base_batch = j.at("base_batch").get<std::uint64_t>();
-    next_group_id = j.at("next_group_id").get<std::uint32_t>();
-    const auto& n = j.at("noise");
-    noise.Restore({n.at(0).get<double>(), n.at(1).get<double>(), n.at(2).get<double>()});
+    ApplyProgress(j);
     pending_manifest = j.at("buffers");
   } catch (const std::exception& e) {
     return Status(ErrorKind::kProtocol, "the relaunch record " + options.relaunch_from + ": malformed meta: " + e.what());

@@ -156,6 +156,7 @@ struct Session::Impl {
 
   // --- handover.cpp
   std::string MetaJson(std::uint32_t new_group) const;
+  void ApplyProgress(const nlohmann::json& meta);
   Status ApplyMeta(const std::string& text, MPI_Comm inter);
   Status SendState(MPI_Comm inter, std::uint32_t new_group, Clock::time_point deadline);
   Status AwaitNewcomers(MPI_Comm inter, int tag, Clock::time_point deadline, bool* arrived);

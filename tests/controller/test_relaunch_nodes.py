@@ -24,6 +24,7 @@ from e2e import LAUNCH, TRAINER, wait_until
 ENV = ("export OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo "
        "OMPI_MCA_pml=ob1 OMPI_MCA_mtl=^ofi")
 TRAIN = f"{TRAINER} --samples 2000 --epochs 3 --batch 64"
+STATE_MB = 100  # registered state besides the model, as the rescale bench's (docs/runtime.md, "Measured")
 
 
 def rendezvous_kind():
@@ -68,7 +69,7 @@ class RelaunchNodesTest(ClusterTestCase):
 {ENV}
 export ELASTIC_COMMAND_DIR={commands} ELASTIC_POLL_INTERVAL_S=0.2
 {LAUNCH} -n 2 --oversubscribe --run-dir {wd}/run -- {TRAIN} --sleep-ms 100 --model-out {wd}/job.model \\
-  --ids-dir {wd}/ids
+  --ids-dir {wd}/ids --state-mb {STATE_MB}
 """, wd)
         wait_until(lambda: job_state(holder) == "RUNNING" and os.path.exists(os.path.join(wd, "run", "rendezvous.uri")),
                    60, "the holder running and the job's rendezvous up")
@@ -110,8 +111,11 @@ export ELASTIC_COMMAND_DIR={commands} ELASTIC_POLL_INTERVAL_S=0.2
         self.assertEqual(ids.returncode, 0, ids.stdout + ids.stderr)
         pauses = [float(x) for x in re.findall(r"relaunch done: \d+ ranks at step \d+, pause ([0-9.e+-]+) s", out)]
         self.assertEqual(len(pauses), 2, out)
+        for line in out.splitlines():  # where the pauses went (the launcher's and the new worlds' lines)
+            if line.startswith("elastic-launch: relaunch:") or "relaunch done:" in line or "restored its state" in line:
+                print(line)
         print(json.dumps({"bench": "relaunch_nodes", "worlds": ["n1:2+n2:2", "n1:2"], "pause_s": pauses,
-                          "state": "trainer parameters and cursor (kB)"}), flush=True)
+                          "state_mb": STATE_MB}), flush=True)
         same = run([TRAINER, "--compare", os.path.join(wd, "ref.model"), os.path.join(wd, "job.model"),
                     "--tolerance", "1e-9"], check=False)
         self.assertEqual(same.returncode, 0, same.stdout + same.stderr)

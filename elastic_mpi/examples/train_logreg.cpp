@@ -304,14 +304,15 @@ int Train(int argc, char** argv, const Options& o) {
   }
   bool restored = false;
   std::string restore_from = o.restore_from;
-  if (restore_from.empty() && o.resume && !session->newcomer() && !session->checkpoint_path().empty()) {
+  if (restore_from.empty() && o.resume && !session->newcomer() && !session->relaunched() &&
+      !session->checkpoint_path().empty()) {
     // Rank 0 decides for every rank of the starting world (ReadCheckpoint is per rank: all must
     // read, or none). A joining group receives the state from the running world instead.
     int found = session->rank() == 0 && std::filesystem::exists(session->checkpoint_path()) ? 1 : 0;
     MPI_Bcast(&found, 1, MPI_INT, 0, session->world());
     if (found != 0) restore_from = session->checkpoint_path();
   }
-  if (!restore_from.empty() && !session->newcomer()) {
+  if (!restore_from.empty() && !session->newcomer() && !session->relaunched()) {
     if (auto s = session->ReadCheckpoint(restore_from); !s.ok()) {
       std::fprintf(stderr, "elastic-train-logreg: %s\n", s.ToString().c_str());
       return kExitFailure;

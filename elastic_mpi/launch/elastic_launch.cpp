@@ -176,14 +176,15 @@ int WaitStatus(pid_t pid) {
   return kExitLaunch;
 }
 
-// Stops a helper: SIGTERM, then SIGKILL after 5 s.
+// Stops a helper (the leader of its own process group): SIGTERM, then SIGKILL to its whole
+// group after 5 s (a DVM's agents, e.g. srun, with it).
 void Stop(pid_t pid) {
   kill(pid, SIGTERM);
   for (int i = 0; i < 50; ++i) {
     if (waitpid(pid, nullptr, WNOHANG) == pid) return;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  kill(pid, SIGKILL);
+  kill(-pid, SIGKILL);
   waitpid(pid, nullptr, 0);
 }
 
@@ -226,6 +227,12 @@ std::string SelfPath(const char* argv0) {
   const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
   if (n > 0) return std::string(buf, static_cast<std::size_t>(n));
   return argv0;
+}
+
+// Where the job's checkpoint is (the runtime's default: <run dir>/checkpoint/checkpoint.bin).
+std::string CheckpointPath(const Options& o, const elastic::mpi::Config& config) {
+  const std::string dir = config.Get("checkpoint_dir").empty() ? o.run_dir + "/checkpoint" : config.Get("checkpoint_dir");
+  return dir + "/checkpoint.bin";
 }
 
 // The job: the elastic job's id (the parent's, also in extensions), else the Slurm job's, else "".
@@ -417,9 +424,9 @@ int main(int argc, char** argv) {
     if (o.uri_file.empty()) o.uri_file = o.run_dir + "/rendezvous.uri";
     if (leader) {
       unlink(o.uri_file.c_str());
-      // A relaunch record of an earlier run of the job (requeued; its launcher killed before it
-      // took the record) is not this world's to act on.
-      unlink((o.run_dir + "/" + elastic::mpi::kRelaunchRecord).c_str());
+      // A relaunch record of an earlier run of the job is not this world's; its state may be the
+      // job's newest (relauncher.h).
+      elastic::launch::KeepLeftoverRecord(o.run_dir, CheckpointPath(o, config));
       if (own_token) {
         auto made = elastic::contract::NewJoinToken();
         token = made.ok() ? made.value() : "";
@@ -546,6 +553,7 @@ int main(int argc, char** argv) {
     return status;
   };
   int rc = run_group(ranks_env(o.ranks, ""));
+  bool spans_others = false;
   if (leader) {
     // The world ended for a relaunch (relaunch.h): start it again where the record says, as long
     // as the worlds end so.
@@ -555,22 +563,30 @@ int main(int argc, char** argv) {
     elastic::launch::Relauncher relauncher({o.run_dir, SelfPath(argv[0]), config.Get("rendezvous_if"), o.server,
                                             o.uri_file, o.wait_s},
                                            std::move(hooks), &server, &server_cmd);
+    bool failed = false;
     while (rc == 0 && !g_terminating && relauncher.Asked()) {
       auto world = relauncher.Next(&group);
       if (!world.ok()) {
         std::fprintf(stderr, "elastic-launch: relaunch: %s\n", world.status().message().c_str());
-        rc = world.status().kind() == elastic::ErrorKind::kUnavailable ? static_cast<int>(kExitRendezvous)
-                                                                        : static_cast<int>(kExitLaunch);
+        failed = true;
         break;
       }
+      if (g_terminating) break;  // SIGTERM while the rendezvous restarted: no new world
+      group.rank_shim[2] = "-";  // no torchrun RANK: the world spans what the record says
       rc = run_group(ranks_env(world.value(), relauncher.record()));
     }
-    const std::string checkpoints = config.Get("checkpoint_dir").empty() ? o.run_dir + "/checkpoint"
-                                                                          : config.Get("checkpoint_dir");
-    relauncher.Finish(checkpoints + "/checkpoint.bin");
+    if (g_terminating && rc == 0) rc = 128 + SIGTERM;
+    if (relauncher.Asked()) relauncher.Abandon();  // ending with a record no world took
+    // A relaunch that did not complete: the world's newest state is the job's checkpoint now,
+    // and the exit status elasticd restarts a job from its checkpoint for (interfaces.md section 7).
+    if (relauncher.Finish(CheckpointPath(o, config)) && !g_terminating) rc = elastic::kExitWorldLost;
+    else if (failed) rc = static_cast<int>(kExitLaunch);
+    spans_others = relauncher.spans_others();
   }
-  // Other groups may still be ending through this launcher's rendezvous (mpi_stack.h).
-  if (server > 0) elastic::mpi::stack::AwaitServerIdle(server, 30);
+  // Other groups may still be ending through this launcher's rendezvous (mpi_stack.h); a DVM
+  // that spans other nodes after a relaunch served this launch alone, and its agents there never
+  // leave by themselves.
+  if (server > 0 && !spans_others) elastic::mpi::stack::AwaitServerIdle(server, 30);
   StopServer(server, server_cmd);
   return rc;
 }

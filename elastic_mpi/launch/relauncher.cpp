@@ -55,20 +55,17 @@ Result<int> Relauncher::Next(mpi::stack::GroupLaunch* group) {
   auto nodes = mpi::ParseRelaunchWorld(j.value().value("world", nlohmann::json()));
   if (!nodes.ok()) return nodes.status();
   int here = 0;
-  int mine = 0;
   int total = 0;
   std::string hosts;
+  std::string others_hosts;
   for (const mpi::RelaunchNode& n : nodes.value()) {
     total += n.ranks;
-    if (n.agent.empty()) {
-      ++mine;
-      here = n.ranks;
-    }
-    hosts += (hosts.empty() ? "" : ",") + n.node + ":" + std::to_string(n.ranks);
+    // This node first: the DVM maps rank 0 there, where the old rank 0 left the state.
+    if (n.agent.empty()) here = n.ranks;
+    else others_hosts += "," + n.node + ":" + std::to_string(n.ranks);
   }
-  if (mine != 1) {
-    return Status(ErrorKind::kInvalidArgument, "the world must name this launcher's node once, as the node without "
-                                               "an agent; it names " + std::to_string(mine));
+  for (const mpi::RelaunchNode& n : nodes.value()) {
+    if (n.agent.empty()) hosts = n.node + ":" + std::to_string(n.ranks) + others_hosts;
   }
   const bool others = nodes.value().size() > 1;
   if (others && !mpi::stack::RelaunchesAcrossNodes()) {
@@ -106,11 +103,22 @@ Result<int> Relauncher::Next(mpi::stack::GroupLaunch* group) {
   return here;
 }
 
-void Relauncher::Finish(const std::string& checkpoint_path) {
+void Relauncher::Abandon() {
+  // A record no world will act on (the job is ending): its state is the job's newest.
+  const std::string path = s_.run_dir + "/" + mpi::kRelaunchRecord;
+  auto j = ReadRecord(path);
+  if (j.ok() && j.value().contains("state") && j.value()["state"].is_string()) states_.push_back(j.value()["state"]);
+  unlink(path.c_str());
+}
+
+bool Relauncher::Finish(const std::string& checkpoint_path) {
   // Taken ones are gone already (the new world's rank 0 removes what it read).
   for (std::size_t i = 0; i + 1 < states_.size(); ++i) unlink(states_[i].c_str());
-  if (states_.empty() || access(states_.back().c_str(), F_OK) != 0) return;
-  const std::string& state = states_.back();
+  if (states_.empty() || access(states_.back().c_str(), F_OK) != 0) return false;
+  return KeepAsCheckpoint(states_.back(), checkpoint_path);
+}
+
+bool KeepAsCheckpoint(const std::string& state, const std::string& checkpoint_path) {
   bool kept = false;
   if (!checkpoint_path.empty()) {
     const std::string dir = checkpoint_path.substr(0, checkpoint_path.rfind('/'));
@@ -131,6 +139,16 @@ void Relauncher::Finish(const std::string& checkpoint_path) {
                             : "elastic-launch: the relaunch did not complete, and its state could not be kept as "
                               "the checkpoint %s\n", checkpoint_path.c_str());
   unlink(state.c_str());
+  return kept;
+}
+
+void KeepLeftoverRecord(const std::string& run_dir, const std::string& checkpoint_path) {
+  const std::string path = run_dir + "/" + mpi::kRelaunchRecord;
+  auto j = ReadRecord(path);
+  unlink(path.c_str());
+  if (!j.ok() || !j.value().contains("state") || !j.value()["state"].is_string()) return;
+  const std::string state = j.value()["state"];
+  if (access(state.c_str(), F_OK) == 0) KeepAsCheckpoint(state, checkpoint_path);
 }
 
 int AgentMain(int argc, char** argv) {

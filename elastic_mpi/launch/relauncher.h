@@ -44,10 +44,15 @@ class Relauncher {
   Result<int> Next(mpi::stack::GroupLaunch* group);
   // The record the next world reads (ELASTIC_RELAUNCH_FROM).
   std::string record() const { return s_.run_dir + "/relaunched.json"; }
+  // The job ends with a record not taken (SIGTERM, a rank failed after the record was written):
+  // its state joins those Finish keeps.
+  void Abandon();
   // At the end: a state file no world took (the relaunch failed) becomes the job's checkpoint at
   // checkpoint_path (it is one: the runtime writes the checkpoint format), so that a restart of the
-  // job resumes from where the world stopped; older ones are removed.
-  void Finish(const std::string& checkpoint_path);
+  // job resumes from where the world stopped; older ones are removed. True when one was kept.
+  bool Finish(const std::string& checkpoint_path);
+  // Whether the rendezvous now runs on other nodes too (its agents there never leave by themselves).
+  bool spans_others() const { return spans_others_; }
 
  private:
   RelaunchSetup s_;
@@ -57,6 +62,15 @@ class Relauncher {
   bool spans_others_ = false;  // the rendezvous runs on other nodes too
   std::vector<std::string> states_;
 };
+
+// A state file made the job's checkpoint (copied: /dev/shm and the run dir are different file
+// systems), then removed; false (with a message) when it could not be kept.
+bool KeepAsCheckpoint(const std::string& state, const std::string& checkpoint_path);
+
+// At the leader's start: a record of an earlier run of the job (requeued; its launcher killed
+// before it took the record) is not this world's to act on, but its state, if still there, is
+// the job's newest: made the checkpoint.
+void KeepLeftoverRecord(const std::string& run_dir, const std::string& checkpoint_path);
 
 // `elastic-launch --agent RECORD NODE COMMAND...`: what the DVM runs to start its daemon on NODE;
 // runs COMMAND (one shell line) there through the node's agent in RECORD.

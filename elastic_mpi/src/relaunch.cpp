@@ -13,6 +13,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "check.h"
 #include "memory_space.h"
@@ -153,14 +154,27 @@ Status Session::Impl::RestoreBuffers() {
   }
   Status read = rank == 0 ? ReadCheckpoint(relaunched_state) : Status::Ok();
   if (Status s = Agree(read.ok(), read.message(), rank, world, read.kind()); !s.ok()) return s;
+  // Every rank's host views first, agreed on, so that no rank leaves the broadcasts alone.
+  std::vector<detail::HostView> views;
+  Status local;
   for (Buffer& b : buffers) {
     auto view = detail::HostView::Of(b.data, b.bytes, b.space, /*fill=*/rank == 0);
-    if (!view.ok()) return view.status();
-    if (Status s = BcastAll(view.value().data(), b.bytes, world); !s.ok()) return s;
-    if (rank != 0) {
-      if (Status s = view.value().WriteBack(); !s.ok()) return s;
+    if (!view.ok()) {
+      local = view.status();
+      break;
     }
+    views.push_back(std::move(view).value());
   }
+  int ok = local.ok() ? 1 : 0;
+  ELASTIC_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, world));
+  if (ok == 0) return local.ok() ? Status(ErrorKind::kInternal, "relaunch: another rank could not stage its state") : local;
+  for (std::size_t i = 0; i < views.size(); ++i) {
+    if (Status s = BcastAll(views[i].data(), buffers[i].bytes, world); !s.ok()) return s;
+    if (rank != 0 && local.ok()) local = views[i].WriteBack();
+  }
+  ok = local.ok() ? 1 : 0;
+  ELASTIC_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, world));
+  if (ok == 0) return local.ok() ? Status(ErrorKind::kInternal, "relaunch: another rank could not take its state") : local;
   if (rank == 0) {
     unlink(relaunched_state.c_str());  // taken: the memory it held is free again
     // The pause the relaunch cost: from the old world's stop to this world's state in place.

@@ -31,7 +31,8 @@ struct RelaunchNode {
 };
 
 // The nodes of a relaunch's world; kProtocol naming what is wrong (not an array, no node, a node
-// twice, ranks outside 1-4096, an agent that is not a list of strings).
+// twice, ranks outside 1-4096, an agent that is not a list of strings, not exactly one node
+// without an agent: the launcher's own).
 Result<std::vector<RelaunchNode>> ParseRelaunchWorld(const nlohmann::json& world);
 
 // The world's ranks in all, or ParseRelaunchWorld's error.

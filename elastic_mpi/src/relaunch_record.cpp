@@ -1,6 +1,7 @@
 // The relaunch record's world (relaunch.h).
 #include "relaunch.h"
 
+#include <algorithm>
 #include <set>
 
 namespace elastic::mpi {
@@ -34,6 +35,10 @@ Result<std::vector<RelaunchNode>> ParseRelaunchWorld(const nlohmann::json& world
       }
     }
     nodes.push_back(std::move(n));
+  }
+  const auto here = std::count_if(nodes.begin(), nodes.end(), [](const RelaunchNode& n) { return n.agent.empty(); });
+  if (here != 1) {
+    return bad("names " + std::to_string(here) + " nodes without an agent: exactly one, the launcher's own node");
   }
   return nodes;
 }

@@ -402,6 +402,7 @@ Result<bool> Session::RescalePoint() {
 bool Session::left() const noexcept { return impl_->left; }
 bool Session::should_stop() const noexcept { return impl_->left || impl_->stop; }
 bool Session::newcomer() const noexcept { return impl_->newcomer; }
+bool Session::relaunched() const noexcept { return impl_->relaunched; }
 MPI_Comm Session::world() const noexcept { return impl_->world; }
 int Session::rank() const noexcept { return impl_->rank; }
 int Session::size() const noexcept { return impl_->size; }

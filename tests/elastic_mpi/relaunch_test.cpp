@@ -34,7 +34,9 @@ TEST(RelaunchWorld, NodesRanksAndAgents) {
   EXPECT_TRUE(w.value()[0].agent.empty());
   EXPECT_EQ(w.value()[1].ranks, 3);
   EXPECT_EQ(w.value()[1].agent, (std::vector<std::string>{"srun", "--jobid=7"}));
-  EXPECT_EQ(RelaunchWorldRanks(json::parse(R"([{"node": "a", "ranks": 2}, {"node": "b", "ranks": 5}])")).value(), 7);
+  EXPECT_EQ(RelaunchWorldRanks(json::parse(R"([{"node": "a", "ranks": 2}, {"node": "b", "ranks": 5, "agent": ["x"]}])"))
+                .value(),
+            7);
 }
 
 TEST(RelaunchWorld, BadWorldsAreRefusedNamingTheFault) {
@@ -48,6 +50,8 @@ TEST(RelaunchWorld, BadWorldsAreRefusedNamingTheFault) {
       {R"([{"node": "n1,n2", "ranks": 1}])", "names node"},
       {R"([{"node": "n1", "ranks": 1, "agent": "srun"}])", "not a list"},
       {R"([{"node": "n1", "ranks": 1, "agent": [""]}])", "empty agent word"},
+      {R"([{"node": "n1", "ranks": 1, "agent": ["srun"]}])", "names 0 nodes without an agent"},
+      {R"([{"node": "n1", "ranks": 1}, {"node": "n2", "ranks": 1}])", "names 2 nodes without an agent"},
   };
   for (const auto& [text, why] : bad) {
     auto w = ParseRelaunchWorld(json::parse(text));
@@ -114,7 +118,8 @@ TEST_F(RelauncherTest, OnThisNodeTheRendezvousStaysAndTheLaunchGrows) {
 
 TEST_F(RelauncherTest, OtherNodesRestartTheRendezvousOverThemOrAreRefused) {
   auto r = Make();
-  WriteRecord(R"([{"node": "n1", "ranks": 2}, {"node": "n2", "ranks": 2, "agent": ["srun", "-w", "n2"]}])");
+  // This launcher's node (no agent) named last: it comes first in the hosts (rank 0 there).
+  WriteRecord(R"([{"node": "n2", "ranks": 2, "agent": ["srun", "-w", "n2"]}, {"node": "n1", "ranks": 2}])");
   elastic::mpi::stack::GroupLaunch group;
   auto here = r.Next(&group);
   if (!elastic::mpi::stack::RelaunchesAcrossNodes()) {  // Open MPI 4: this node only
@@ -181,6 +186,39 @@ TEST_F(RelauncherTest, AStateNoWorldTookBecomesTheCheckpoint) {
   EXPECT_EQ(text, "ELCKPT01 the latest");
 }
 
+TEST_F(RelauncherTest, ARecordNoWorldTookKeepsItsStateAsTheCheckpoint) {
+  // The job ends (SIGTERM, a failed rank) after rank 0 wrote the record: Abandon, then Finish.
+  const std::string state = dir_ + "/stopped-state";
+  std::ofstream(state) << "ELCKPT01 stopped";
+  auto r = Make();
+  WriteRecord(R"([{"node": "n1", "ranks": 2}])", state);
+  r.Abandon();
+  EXPECT_FALSE(r.Asked());
+  EXPECT_TRUE(r.Finish(dir_ + "/checkpoint/checkpoint.bin"));
+  std::ifstream in(dir_ + "/checkpoint/checkpoint.bin");
+  std::string text;
+  std::getline(in, text);
+  EXPECT_EQ(text, "ELCKPT01 stopped");
+  EXPECT_FALSE(std::filesystem::exists(state));
+}
+
+TEST_F(RelauncherTest, ALeftoverRecordAtStartIsRemovedAndItsStateKept) {
+  const std::string state = dir_ + "/earlier-run-state";
+  std::ofstream(state) << "ELCKPT01 earlier";
+  WriteRecord(R"([{"node": "n1", "ranks": 2}])", state);
+  elastic::launch::KeepLeftoverRecord(dir_, dir_ + "/checkpoint/checkpoint.bin");
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/" + elastic::mpi::kRelaunchRecord));
+  EXPECT_FALSE(std::filesystem::exists(state));
+  std::ifstream in(dir_ + "/checkpoint/checkpoint.bin");
+  std::string text;
+  std::getline(in, text);
+  EXPECT_EQ(text, "ELCKPT01 earlier");
+  // A record whose state is gone (taken, or on another node) changes nothing else.
+  WriteRecord(R"([{"node": "n1", "ranks": 2}])", dir_ + "/gone");
+  elastic::launch::KeepLeftoverRecord(dir_, dir_ + "/checkpoint/checkpoint.bin");
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/" + elastic::mpi::kRelaunchRecord));
+}
+
 TEST_F(RelauncherTest, ATakenStateLeavesTheCheckpointAlone) {
   auto r = Make();
   elastic::mpi::stack::GroupLaunch group;
@@ -188,7 +226,7 @@ TEST_F(RelauncherTest, ATakenStateLeavesTheCheckpointAlone) {
   ASSERT_TRUE(r.Next(&group).ok());
   std::filesystem::create_directory(dir_ + "/checkpoint");
   std::ofstream(dir_ + "/checkpoint/checkpoint.bin") << "the program's own";
-  r.Finish(dir_ + "/checkpoint/checkpoint.bin");
+  EXPECT_FALSE(r.Finish(dir_ + "/checkpoint/checkpoint.bin"));
   std::ifstream in(dir_ + "/checkpoint/checkpoint.bin");
   std::string text;
   std::getline(in, text);

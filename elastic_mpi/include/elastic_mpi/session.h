@@ -203,6 +203,10 @@ class Session {
   // True when this rank must stop training: its group left, or the base group got SIGTERM (then
   // every rank stops, after a checkpoint to checkpoint_dir when one is set).
   bool should_stop() const noexcept;
+  // This world was started again by the launcher after a `relaunch` (docs/runtime.md, "Relaunch"):
+  // its registered state, step and batch are the world's before it, as a newcomer's are; a
+  // program that resumes from its own checkpoint at start must not do so then.
+  bool relaunched() const noexcept;
   bool newcomer() const noexcept;            // this process joined a running world
   MPI_Comm world() const noexcept;           // current world (owned by the session)
   int rank() const noexcept;

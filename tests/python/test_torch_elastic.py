@@ -6,8 +6,10 @@ that say what to write instead. Run by ctest (python.torch_elastic) with the pac
 The multi-rank paths (grow, shrink, hand-over) are python.torch_ddp_rescale's."""
 
 import collections
+import faulthandler
 import glob
 import os
+import sys
 import tempfile
 import unittest
 
@@ -17,6 +19,11 @@ from torch.utils.data import DataLoader, TensorDataset
 
 import elastic_mpi.torch as elastic
 from elastic_mpi.torch import handover, learning_rate
+
+# The whole module takes 4-6 s; it hung once (Debian 13, a CI run, in
+# test_torch_calls_through_the_distributed_module) until ctest's 120 s. Should it hang again, every
+# thread's stack goes to the test's output before ctest ends it.
+faulthandler.dump_traceback_later(100, exit=False, file=sys.stderr)
 
 
 class SamplerPlanTest(unittest.TestCase):

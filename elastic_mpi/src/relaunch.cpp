@@ -99,7 +99,6 @@ Status Session::Impl::Relaunch(int new_size) {
         state, " (", kRelaunchRecord, ")");
   }
   stop = true;
-  relaunching = true;
   return Status::Ok();
 }
 

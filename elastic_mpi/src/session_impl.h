@@ -84,7 +84,6 @@ struct Session::Impl {
   bool begun = false;
   bool joined_at_point = false;
   bool stop = false;         // SIGTERM on the base group, or a relaunch: every rank stops
-  bool relaunching = false;  // stopped for a relaunch (relaunch.cpp)
   MPI_Comm world = MPI_COMM_NULL;
   int rank = 0;
   int size = 0;

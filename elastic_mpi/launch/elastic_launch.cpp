@@ -457,9 +457,13 @@ int main(int argc, char** argv) {
     }
   }
 
-  if (leader && config.Get("mode") == "elastic" && config.Get("role") == "parent" && !config.Get("controller").empty() &&
-      config.Get("standalone") != "1") {
-    RegisterLauncher(o, config, ReadFirstLine(o.uri_file));
+  // elasticd learns the rendezvous extensions join through; again whenever a relaunch restarts it.
+  const bool registers = leader && config.Get("mode") == "elastic" && config.Get("role") == "parent" &&
+                         !config.Get("controller").empty() && config.Get("standalone") != "1";
+  std::string registered_uri;
+  if (registers) {
+    registered_uri = ReadFirstLine(o.uri_file);
+    RegisterLauncher(o, config, registered_uri);
   }
 
   // torchrun's world at start (torch_env.h): every node group's rank count and node group 0's
@@ -572,6 +576,10 @@ int main(int argc, char** argv) {
         break;
       }
       if (g_terminating) break;  // SIGTERM while the rendezvous restarted: no new world
+      if (registers && ReadFirstLine(o.uri_file) != registered_uri) {
+        registered_uri = ReadFirstLine(o.uri_file);
+        RegisterLauncher(o, config, registered_uri);
+      }
       group.rank_shim[2] = "-";  // no torchrun RANK: the world spans what the record says
       rc = run_group(ranks_env(world.value(), relauncher.record()));
     }

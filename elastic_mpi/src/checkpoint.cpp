@@ -25,41 +25,50 @@ std::string Session::Impl::CheckpointDir() const {
 }
 
 // Checkpoint file: "ELCKPT01", then per buffer: u64 name length, name, u64 bytes, bytes.
-Status Session::Impl::WriteCheckpoint(const std::string& path) {
-  int ok = 1;
+std::uint64_t Session::Impl::CheckpointBytes() const {
+  std::uint64_t total = 8;
+  for (const Buffer& b : buffers) total += 2 * sizeof(std::uint64_t) + b.name.size() + b.bytes;
+  return total;
+}
+
+// Rank 0 alone: the file written next to `path` and renamed into place; nothing left on failure.
+Status Session::Impl::WriteCheckpointFile(const std::string& path) {
+  const std::string tmp = path + ".tmp";
   std::string error;
-  if (rank == 0) {
-    const std::string tmp = path + ".tmp";
-    {
-      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-      out.write("ELCKPT01", 8);
-      for (const Buffer& b : buffers) {
-        const std::uint64_t n = b.name.size();
-        const std::uint64_t bytes = b.bytes;
-        out.write(reinterpret_cast<const char*>(&n), sizeof n);
-        out.write(b.name.data(), static_cast<std::streamsize>(n));
-        out.write(reinterpret_cast<const char*>(&bytes), sizeof bytes);
-        auto view = detail::HostView::Of(b.data, b.bytes, b.space, /*fill=*/true);  // device: a host copy
-        if (!view.ok()) {
-          ok = 0;
-          error = "cannot write checkpoint " + tmp + ": state '" + b.name + "': " + view.status().message();
-          break;
-        }
-        out.write(static_cast<const char*>(view.value().data()), static_cast<std::streamsize>(bytes));
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out.write("ELCKPT01", 8);
+    for (const Buffer& b : buffers) {
+      const std::uint64_t n = b.name.size();
+      const std::uint64_t bytes = b.bytes;
+      out.write(reinterpret_cast<const char*>(&n), sizeof n);
+      out.write(b.name.data(), static_cast<std::streamsize>(n));
+      out.write(reinterpret_cast<const char*>(&bytes), sizeof bytes);
+      auto view = detail::HostView::Of(b.data, b.bytes, b.space, /*fill=*/true);  // device: a host copy
+      if (!view.ok()) {
+        error = "cannot write checkpoint " + tmp + ": state '" + b.name + "': " + view.status().message();
+        break;
       }
-      out.flush();
-      if (ok && !out) {
-        ok = 0;
-        error = "cannot write checkpoint " + tmp;
-      }
+      out.write(static_cast<const char*>(view.value().data()), static_cast<std::streamsize>(bytes));
     }
-    if (ok && std::rename(tmp.c_str(), path.c_str()) != 0) {
-      ok = 0;
-      error = "cannot rename checkpoint to " + path + ": " + std::strerror(errno);
+    out.flush();
+    if (error.empty() && !out) {
+      error = "cannot write checkpoint " + tmp + ": " + (errno != 0 ? std::strerror(errno) : "the write failed");
     }
   }
+  if (error.empty() && std::rename(tmp.c_str(), path.c_str()) != 0) {
+    error = "cannot rename checkpoint to " + path + ": " + std::strerror(errno);
+  }
+  if (error.empty()) return Status::Ok();
+  std::remove(tmp.c_str());  // a partial file would only fill the disk (or /dev/shm's memory)
+  return Status(ErrorKind::kUnavailable, error);
+}
+
+Status Session::Impl::WriteCheckpoint(const std::string& path) {
+  Status written = rank == 0 ? WriteCheckpointFile(path) : Status::Ok();
+  int ok = written.ok() ? 1 : 0;
   ELASTIC_MPI_CHECK(MPI_Bcast(&ok, 1, MPI_INT, 0, world));
-  if (!ok) return Status(ErrorKind::kUnavailable, rank == 0 ? error : "rank 0 failed to write the checkpoint");
+  if (!ok) return rank == 0 ? written : Status(ErrorKind::kUnavailable, "rank 0 failed to write the checkpoint");
   return Status::Ok();
 }
 

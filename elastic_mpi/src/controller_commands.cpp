@@ -174,6 +174,9 @@ Decision Session::Impl::Decide() {
       } else if (groups.size() > 1) {
         why = "the world has joined groups (" + std::to_string(groups.size() - 1) +
               "), whose own launchers would end with it: they leave first";
+      } else if (options.node_groups > 1) {
+        why = "the job's world is " + std::to_string(options.node_groups) +
+              " node groups started by their own launchers, which would end with it";
       }
       if (!why.empty()) {
         Log(LogLevel::kError, kComponent, "relaunch refused: ", why);

@@ -5,9 +5,11 @@
 // The new world takes the old one's step, batch and statistics (Create) and its registered state
 // (Begin) from the old rank 0's files, like newcomers that receive both from a running world.
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -45,14 +47,28 @@ Status BcastAll(void* data, std::size_t bytes, MPI_Comm comm) {
   return Status::Ok();
 }
 
-// Where rank 0 puts the state: memory-backed storage when this node has it (the file lives only
-// between the two worlds), else the run directory.
-std::string StatePath(const SessionOptions& o, std::uint64_t step) {
+// Free bytes for an unprivileged writer in the file system of `dir`; 0 when unknown.
+std::uint64_t FreeBytes(const std::string& dir) {
+  struct statvfs fs {};
+  if (statvfs(dir.c_str(), &fs) != 0) return 0;
+  return static_cast<std::uint64_t>(fs.f_bavail) * fs.f_frsize;
+}
+
+// Where rank 0 puts the state: memory-backed storage when this node has it with room for the
+// state and a margin (the file lives only between the two worlds; its memory is the job's), else
+// the run directory; "" with *why when neither has room.
+std::string StatePath(const SessionOptions& o, std::uint64_t step, std::uint64_t bytes, std::string* why) {
   std::string name = "elastic-relaunch." + o.job_id + "." + std::to_string(getpid()) + "." + std::to_string(step);
   std::replace(name.begin(), name.end(), '/', '_');
+  const std::uint64_t need = bytes + bytes / 16 + (std::uint64_t{1} << 20);
   struct stat st {};
-  if (stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode) && access("/dev/shm", W_OK) == 0) return "/dev/shm/" + name;
-  return o.run_dir + "/" + name;
+  const bool shm = stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode) && access("/dev/shm", W_OK) == 0;
+  if (shm && FreeBytes("/dev/shm") >= need) return "/dev/shm/" + name;
+  if (FreeBytes(o.run_dir) >= need) return o.run_dir + "/" + name;
+  *why = "no room for the state (" + std::to_string(bytes) + " bytes and a margin): " +
+         (shm ? "/dev/shm has " + std::to_string(FreeBytes("/dev/shm")) + " bytes free, " : std::string()) +
+         o.run_dir + " " + std::to_string(FreeBytes(o.run_dir));
+  return "";
 }
 
 double WallSeconds() {
@@ -61,39 +77,50 @@ double WallSeconds() {
 
 }  // namespace
 
-Status Session::Impl::Relaunch(int new_size) {
+Status Session::Impl::Relaunch(int new_size, std::string* refusal) {
   std::string state;
   std::string error;
-  if (rank == 0 && options.run_dir.empty()) {
-    error = "a relaunch needs the job's run directory (ELASTIC_RUN_DIR), where elastic-launch reads its record";
-  }
-  if (Status s = Agree(error.empty(), error, rank, world, ErrorKind::kConfig); !s.ok()) return s;
-  if (rank == 0) state = StatePath(options, step);
-  if (Status s = WriteCheckpoint(state); !s.ok()) return s;  // collective; rank 0 writes
   if (rank == 0) {
     const std::string record = options.run_dir + "/" + kRelaunchRecord;
     const std::string tmp = record + ".tmp";
-    nlohmann::json j{{"world", nlohmann::json::parse(relaunch_world)},
-                     {"state", state},
-                     {"from_ranks", size},
-                     {"ranks", new_size},
-                     {"stopped_at", WallSeconds()},
-                     {"meta", nlohmann::json::parse(MetaJson(0))}};
-    {
-      std::ofstream out(tmp, std::ios::trunc);
-      out << j.dump() << "\n";
-      out.flush();
-      if (!out) error = "cannot write " + tmp + ": " + std::strerror(errno);
+    if (options.run_dir.empty()) {
+      error = "a relaunch needs the job's run directory (ELASTIC_RUN_DIR), where elastic-launch reads its record";
+    } else {
+      state = StatePath(options, step, CheckpointBytes(), &error);
     }
-    if (error.empty() && std::rename(tmp.c_str(), record.c_str()) != 0) {
-      error = "cannot rename " + tmp + " to " + record + ": " + std::strerror(errno);
+    if (error.empty()) {
+      if (Status w = WriteCheckpointFile(state); !w.ok()) error = w.message();
     }
-    if (!error.empty()) {
-      unlink(tmp.c_str());
-      unlink(state.c_str());
+    if (error.empty()) {
+      nlohmann::json j{{"world", nlohmann::json::parse(relaunch_world)},
+                       {"state", state},
+                       {"from_ranks", size},
+                       {"ranks", new_size},
+                       {"stopped_at", WallSeconds()},
+                       {"meta", nlohmann::json::parse(MetaJson(0))}};
+      {
+        std::ofstream out(tmp, std::ios::trunc);
+        out << j.dump() << "\n";
+        out.flush();
+        if (!out) error = "cannot write " + tmp + ": " + (errno != 0 ? std::strerror(errno) : "the write failed");
+      }
+      if (error.empty() && std::rename(tmp.c_str(), record.c_str()) != 0) {
+        error = "cannot rename " + tmp + " to " + record + ": " + std::strerror(errno);
+      }
+      if (!error.empty()) {  // nothing left behind: the world goes on as before
+        std::remove(tmp.c_str());
+        std::remove(state.c_str());
+      }
     }
   }
-  if (Status s = Agree(error.empty(), error, rank, world, ErrorKind::kUnavailable); !s.ok()) return s;
+  int handed = error.empty() ? 1 : 0;
+  ELASTIC_MPI_CHECK(MPI_Bcast(&handed, 1, MPI_INT, 0, world));
+  if (handed == 0) {
+    *refusal = "relaunch not done, the world goes on: " +
+               (rank == 0 ? error : std::string("rank 0 could not hand the state over (see its log)"));
+    if (rank == 0) Log(LogLevel::kWarning, kComponent, *refusal);
+    return Status::Ok();
+  }
   if (rank == 0) {
     Log(LogLevel::kVerbose, kComponent, "the world stops for a relaunch at ", new_size, " ranks; its state is in ",
         state, " (", kRelaunchRecord, ")");

@@ -367,10 +367,17 @@ Result<bool> Session::RescalePoint() {
     case Action::kBatch:
       s.last.what = "batch";
       break;
-    case Action::kRelaunch:
+    case Action::kRelaunch: {
       s.last.what = "relaunch";
-      status = s.Relaunch(static_cast<int>(packet[1]));
+      std::string refusal;
+      status = s.Relaunch(static_cast<int>(packet[1]), &refusal);
+      if (status.ok() && !refusal.empty()) {  // not handed over: a failed ack, the world goes on
+        s.last.ok = false;
+        s.last.error = refusal;
+        changed = false;
+      }
       break;
+    }
     case Action::kNone:
       break;
   }
@@ -381,7 +388,7 @@ Result<bool> Session::RescalePoint() {
     if (s.rank == 0) s.AckCurrent(false, status.message());
     return status;
   }
-  s.last.new_size = action == Action::kRelaunch ? static_cast<int>(packet[1]) : s.left ? 0 : s.size;
+  s.last.new_size = action == Action::kRelaunch && changed ? static_cast<int>(packet[1]) : s.left ? 0 : s.size;
   s.last.new_batch = s.global_batch;
   s.last.pause_s = Seconds(start);
   if (s.rank == 0 && !s.left) {

@@ -176,13 +176,18 @@ struct Session::Impl {
 
   // --- checkpoint.cpp
   std::string CheckpointDir() const;
-  Status WriteCheckpoint(const std::string& path);
+  Status WriteCheckpoint(const std::string& path);      // collective; rank 0 writes
+  Status WriteCheckpointFile(const std::string& path);  // rank 0 alone
+  std::uint64_t CheckpointBytes() const;                // the file's size
   Status ReadCheckpoint(const std::string& path);
   void CheckpointAndGoOn();    // a checkpoint wanted at this rescale point; training goes on
   void CheckpointBeforeStop();  // SIGTERM on the base group: the last checkpoint before the stop
 
   // --- relaunch.cpp
-  Status Relaunch(int new_size);  // collective: the state out, the launcher's record, stop
+  // Collective: the state out, the launcher's record, stop. A relaunch that cannot be handed over
+  // (no run dir, no room for the state, a file that cannot be written) leaves nothing behind,
+  // sets *refusal (every rank) and returns Ok: the world goes on. Non-Ok: MPI failed.
+  Status Relaunch(int new_size, std::string* refusal);
   Status RestoreMeta();           // collective, in Create(): a relaunched world's step, batch, ...
   Status RestoreBuffers();        // collective, in Begin(): its registered state
   bool relaunched = false;        // this world was started again from a relaunch record

@@ -6,8 +6,8 @@ stream of metrics messages at 10x their normal rate. Two ctest names run it:
 
 (ELASTIC_BENCH_JOBS, ELASTIC_BENCH_NODES). Promises: every array task of the jobs launched (it
 registered with elasticd, was never requeued or held, and ended as it was ended: cancelled by the
-test, nothing else), every epoch under 1 s, and no message lost (each one sent is accepted and
-counted for its job).
+test, nothing else), no message lost (each one sent is accepted and counted for its job), and,
+timed (ELASTIC_LOAD_TIMED_TARGETS, below), every epoch under 1 s and the stream at its rate.
 
 Brings up its own cluster (ELASTIC_BENCH_CLUSTER_DIR, ports from ELASTIC_BENCH_PORT_BASE; CMake
 derives both from the test cluster's so that build trees on one machine do not collide), starts
@@ -45,6 +45,13 @@ os.environ["ELASTIC_CLUSTER_PORT_BASE"] = os.environ.get("ELASTIC_BENCH_PORT_BAS
 # Reasons a pending array task may show before it starts; any other (held, requeued, begin time
 # after a failed start, a node down) is a launch that went wrong.
 STARTING_REASONS = {"None", "Priority", "Resources"}
+# Timed targets (epochs in the window, the longest epoch, the stream's rate) are benchmark figures:
+# "enforce" (bench.elasticd_load) fails on a miss; "report" (slurm.elasticd_load_100, which also
+# runs in CI's Debian 13 check on the cycles the rest leaves idle) prints them under "timed_targets"
+# and on stderr, and fails only on the exact promises (messages, jobs, tasks).
+TIMED_TARGETS = os.environ.get("ELASTIC_LOAD_TIMED_TARGETS", "enforce")
+if TIMED_TARGETS not in ("enforce", "report"):
+    sys.exit(f"ELASTIC_LOAD_TIMED_TARGETS='{TIMED_TARGETS}' is neither 'enforce' nor 'report'")
 
 from clustertest import CLUSTER_DIR, JOB_USER, PORT_BASE, run  # noqa: E402  (after the environment)
 from elasticd_fixture import MUNGE_SOCKET, PORT, Elasticd  # noqa: E402
@@ -189,15 +196,23 @@ def main():
                   "metrics_counted": sum(counted.values()), "jobs_mismatched": len(mismatched),
                   "latency_ms_p50": round(figures["latency_ms_p50"], 2),
                   "latency_ms_p99": round(figures["latency_ms_p99"], 2)}
-        # The promises: 5 or more epochs in the 30 s (6 are due), every epoch under 1 s, every message
-        # accepted and counted for its job, the stream at 90% of its rate or more.
-        checks = [benchtarget.check("epochs", len(durations), ">=", 5, factor),
-                  benchtarget.check("epoch_ms_max", max(durations) if durations else None, "<", 1000, factor),
-                  benchtarget.check("metrics_not_accepted", figures["sent"] - figures["ok"], "<=", 0, factor),
+        # The promises: every message accepted and counted for its job (exact); 5 or more epochs in
+        # the 30 s (6 are due), every epoch under 1 s, the stream at 90% of its rate or more (timed:
+        # enforced by the bench, reported by the suite's run, see TIMED_TARGETS).
+        checks = [benchtarget.check("metrics_not_accepted", figures["sent"] - figures["ok"], "<=", 0, factor),
                   benchtarget.check("metrics_miscounted", abs(sum(counted.values()) - figures["sent"]), "<=", 0,
                                     factor),
-                  benchtarget.check("jobs_mismatched", len(mismatched), "<=", 0, factor),
-                  benchtarget.check("metrics_rate_fraction", figures["rate_achieved"] / rate, ">=", 0.9, factor)]
+                  benchtarget.check("jobs_mismatched", len(mismatched), "<=", 0, factor)]
+        timed = [benchtarget.check("epochs", len(durations), ">=", 5, factor),
+                 benchtarget.check("epoch_ms_max", max(durations) if durations else None, "<", 1000, factor),
+                 benchtarget.check("metrics_rate_fraction", figures["rate_achieved"] / rate, ">=", 0.9, factor)]
+        if TIMED_TARGETS == "enforce":
+            checks += timed
+        else:
+            result["timed_targets"] = timed
+            if benchtarget.missed(timed):
+                print(f"elasticd_load: timed figure missed (reported only; bench.elasticd_load enforces it): "
+                      f"{benchtarget.missed(timed)}", file=sys.stderr)
         # Every task launched once and ends as the test ends it: cancelled, nothing else.
         stop_on_launch_problems(array, jobs_dir, "under the load")
         run(["scancel", array], user=JOB_USER)

@@ -28,7 +28,19 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+# A failure names what failed, then shows what the runs wrote (the tail of every log under the
+# work directory, the rescale records), so that a failure in CI can be read from its output alone.
+fail() {
+  echo "FAIL: $*"
+  local f
+  while IFS= read -r f; do
+    echo "--- ${f#"$work"/} (last 40 lines)"; tail -n 40 "$f"
+  done < <(find "$work" -name '*.log' -type f 2>/dev/null | sort)
+  while IFS= read -r f; do
+    echo "--- ${f#"$work"/} (rescale records)"; grep '"type":"rescale"' "$f" | tail -n 20
+  done < <(find "$work" -name 'metrics*.jsonl' -type f 2>/dev/null | sort)
+  exit 1
+}
 
 # The tolerance of the model comparison (docs/runtime.md explains it): relative max difference.
 TOLERANCE=1e-9
@@ -320,7 +332,8 @@ churn)
 relaunch)
   # elastic-launch -n 2 trains; a relaunch command (as elasticd would send where the MPI cannot
   # grow in place) ends the world at a rescale point and the launcher starts it again at 3 ranks
-  # from the state rank 0 left (memory-backed), then another brings it back to 2. The global batch
+  # from the state rank 0 left (memory-backed), then another brings it back to 2 (before both, one
+  # whose record cannot be written is not done, and the world trains on). The global batch
   # never changes: the model must match a 2-rank run's, every sample taken exactly once, and each
   # world must go on from the step the one before it reached.
   mpiexec=$1 bin=$2
@@ -349,6 +362,25 @@ relaunch)
   }
   for _ in $(seq 100); do [[ -s $work/run/rendezvous.uri ]] && break; sleep 0.1; done
   sleep 1.5
+  # A relaunch whose record cannot be written (a directory in the way of its temporary file) is
+  # not done: a failed acknowledgement, nothing left behind, and the world trains on at 2 ranks.
+  mkdir "$work/run/relaunch.json.tmp"
+  echo '{"action": "relaunch", "world": [{"node": "'"$node"'", "ranks": 3}]}' >"$work/commands/r0.tmp"
+  mv "$work/commands/r0.tmp" "$work/commands/r0.json"
+  for _ in $(seq 300); do
+    grep -q "relaunch FAILED at step [0-9]*: 2 -> 2 ranks" "$work/out.log" && break
+    kill -0 $launcher 2>/dev/null || break
+    sleep 0.1
+  done
+  grep -q "relaunch FAILED at step [0-9]*: 2 -> 2 ranks" "$work/out.log" \
+    || { cat "$work/out.log"; fail "an unwritable relaunch record did not fail the relaunch"; }
+  grep -q "relaunch not done, the world goes on: cannot write $work/run/relaunch.json.tmp" "$work/out.log" \
+    || { cat "$work/out.log"; fail "the failed relaunch does not name the file it could not write"; }
+  kill -0 $launcher 2>/dev/null || { cat "$work/out.log"; fail "the job ended after a relaunch that was not done"; }
+  leftover=$(ls /dev/shm | grep -c "^elastic-relaunch\.relaunch$$\.")
+  [[ $leftover == 0 && ! -e $work/run/relaunch.json ]] || fail "a relaunch that was not done left its state or record"
+  rmdir "$work/run/relaunch.json.tmp"
+  sleep 0.5
   relaunch_to 3
   sleep 1
   relaunch_to 2

@@ -24,6 +24,7 @@ namespace elastic::launch {
 namespace {
 
 constexpr char kEnvironmentFile[] = "environment";
+constexpr char kHostFile[] = "host";  // the launcher's host, which wrote the environment
 
 std::map<std::string, std::string> CurrentEnvironment() {
   std::map<std::string, std::string> env;
@@ -38,6 +39,20 @@ std::map<std::string, std::string> CurrentEnvironment() {
 // What the DVM sets for the rank itself (its identity, its job's layout): kept as the DVM set it.
 bool SetByTheDvm(std::string_view name) {
   return name.rfind("PMIX_", 0) == 0 || name.rfind("PRTE_", 0) == 0 || name.rfind("OMPI_", 0) == 0;
+}
+
+// What belongs to the node a process runs on: its Slurm job and step (on another node, those of
+// the job that holds that node), its devices, its scratch directory. A rank on another host than
+// the launcher's (a relaunched world's, started there through an agent) keeps its own.
+bool NodeLocal(std::string_view name) {
+  static constexpr std::string_view kNames[] = {"CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
+                                                "GPU_DEVICE_ORDINAL",   "ZE_AFFINITY_MASK",     "TMPDIR",
+                                                "HOSTNAME"};
+  if (name.rfind("SLURM_", 0) == 0) return true;
+  for (std::string_view n : kNames) {
+    if (name == n) return true;
+  }
+  return false;
 }
 
 // This host's name: a rank's pid file names its host, since a relaunched world's ranks on other
@@ -62,7 +77,7 @@ bool WriteGroupDir(const std::string& dir, const std::vector<std::string>& chang
   env.erase("SLURM_STEP_ID");
   std::string text;  // NAME=VALUE entries, each ended by a NUL (values may hold newlines)
   for (const auto& [name, value] : env) text += name + "=" + value + '\0';
-  return WritePrivateFile(dir + "/" + kEnvironmentFile, text);
+  return WritePrivateFile(dir + "/" + kHostFile, HostName()) && WritePrivateFile(dir + "/" + kEnvironmentFile, text);
 }
 
 bool AdoptGroupDir(const std::string& dir) {
@@ -77,11 +92,16 @@ bool AdoptGroupDir(const std::string& dir) {
     if (const auto eq = kv.find('='); eq != std::string::npos && eq > 0) group[kv.substr(0, eq)] = kv.substr(eq + 1);
     p = end + 1;
   }
+  std::ifstream host_in(dir + "/" + kHostFile);
+  std::string writer;
+  std::getline(host_in, writer);
+  const bool elsewhere = !writer.empty() && writer != HostName();
+  const auto own = [&](const std::string& name) { return SetByTheDvm(name) || (elsewhere && NodeLocal(name)); };
   for (const auto& [name, value] : CurrentEnvironment()) {
-    if (!SetByTheDvm(name) && group.count(name) == 0) unsetenv(name.c_str());
+    if (!own(name) && group.count(name) == 0) unsetenv(name.c_str());
   }
   for (const auto& [name, value] : group) {
-    if (SetByTheDvm(name) && std::getenv(name.c_str()) != nullptr) continue;
+    if (own(name) && (std::getenv(name.c_str()) != nullptr || (elsewhere && NodeLocal(name)))) continue;
     setenv(name.c_str(), value.c_str(), 1);
   }
   // The pid file's name is PID@HOST; its content is nothing.

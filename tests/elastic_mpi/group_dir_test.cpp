@@ -78,6 +78,34 @@ TEST_F(GroupDirTest, TheShimAdoptsTheLaunchersEnvironmentAndKeepsTheDvmsOwn) {
   unsetenv("ELASTIC_GD_KEPT");
 }
 
+TEST_F(GroupDirTest, ARankOnAnotherHostKeepsWhatBelongsToItsNode) {
+  // The leader's launcher, on its node: its job, devices and scratch, and the world's settings.
+  setenv("CUDA_VISIBLE_DEVICES", "0,1", 1);
+  setenv("SLURM_JOB_ID", "100", 1);
+  setenv("TMPDIR", "/tmp/leader", 1);
+  setenv("ELASTIC_GD_WORLD", "w", 1);
+  ASSERT_TRUE(elastic::launch::WriteGroupDir(dir_, {}));
+  // A rank of a relaunched world on another node, started there through the agent of the job
+  // that holds that node: its own job and devices, no TMPDIR.
+  std::ofstream(dir_ + "/host", std::ios::trunc) << "not-" << Host() << "\n";
+  setenv("CUDA_VISIBLE_DEVICES", "2", 1);
+  setenv("SLURM_JOB_ID", "200", 1);
+  unsetenv("TMPDIR");
+  unsetenv("ELASTIC_GD_WORLD");
+  ASSERT_TRUE(elastic::launch::AdoptGroupDir(dir_));
+  EXPECT_EQ(Get("CUDA_VISIBLE_DEVICES"), "2");
+  EXPECT_EQ(Get("SLURM_JOB_ID"), "200");
+  EXPECT_EQ(Get("TMPDIR"), "<unset>");
+  EXPECT_EQ(Get("ELASTIC_GD_WORLD"), "w");  // the world's settings come from the launcher
+  // On the launcher's own host the group's values are taken, as for every rank before relaunches.
+  std::ofstream(dir_ + "/host", std::ios::trunc) << Host() << "\n";
+  ASSERT_TRUE(elastic::launch::AdoptGroupDir(dir_));
+  EXPECT_EQ(Get("CUDA_VISIBLE_DEVICES"), "0,1");
+  EXPECT_EQ(Get("SLURM_JOB_ID"), "100");
+  EXPECT_EQ(Get("TMPDIR"), "/tmp/leader");
+  for (const char* name : {"CUDA_VISIBLE_DEVICES", "SLURM_JOB_ID", "TMPDIR", "ELASTIC_GD_WORLD"}) unsetenv(name);
+}
+
 TEST_F(GroupDirTest, SignalsReachTheRecordedRanksOfThisHostOnly) {
   ASSERT_TRUE(elastic::launch::WriteGroupDir(dir_, {}));
   const pid_t child = fork();

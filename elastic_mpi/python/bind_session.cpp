@@ -188,6 +188,9 @@ PySessionClass BindSession(py::module_& m) {
       .def_property_readonly("left", [](PySession& s) { return s.get().left(); })
       .def_property_readonly("should_stop", [](PySession& s) { return s.get().should_stop(); })
       .def_property_readonly("newcomer", [](PySession& s) { return s.get().newcomer(); })
+      .def_property_readonly("relaunched", [](PySession& s) { return s.get().relaunched(); },
+                             "True in a world elastic-launch started again after a relaunch (docs/runtime.md, "
+                             "\"Relaunch\"): it went on from the registered state of the world before it")
       .def_property_readonly("rank", [](PySession& s) { return s.get().rank(); })
       .def_property_readonly("size", [](PySession& s) { return s.get().size(); })
       .def_property_readonly("world_size", [](PySession& s) { return s.get().size(); })

@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -44,6 +45,7 @@ def parse_args(argv):
     p.add_argument("--amp", action="store_true", help="CUDA: autocast and a GradScaler (handed over too)")
     p.add_argument("--out")
     p.add_argument("--ids-dir")
+    p.add_argument("--sleep-ms", type=float, default=0, help="a pause after each step (a slower job to change)")
     return p.parse_args(argv)
 
 
@@ -141,6 +143,8 @@ def main(argv):
                 if job.rank == 0:
                     steps.append([job.world_size, job.global_batch, job.lr_factor, optimizer.param_groups[0]["lr"],
                                   epoch])
+                if args.sleep_ms:
+                    time.sleep(args.sleep_ms / 1000)
             dist.all_reduce(total)
             extras["epoch_loss"].append(total[0].item() / max(total[1].item(), 1.0))
             scheduler.step()

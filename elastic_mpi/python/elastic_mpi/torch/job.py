@@ -37,6 +37,7 @@ import torch
 
 from . import handover
 from . import learning_rate
+from . import relaunch
 from . import sampler as sampler_mod
 from . import world as world_mod
 from .ddp import DistributedDataParallel
@@ -73,8 +74,12 @@ class Job:
         if joined:
             world.joined_pending = False
             self._receive_state()
-        # A newcomer holds rank 0's state now, as the running ranks do: no start-up broadcast.
-        model.rewrap(sync=not joined)
+        elif self.session.relaunched:
+            # A world started again after a relaunch: the state the world before it left.
+            relaunch.take(self)
+        # A newcomer (and every rank of a relaunched world) holds rank 0's state now, as the
+        # running ranks do: no start-up broadcast.
+        model.rewrap(sync=not (joined or self.session.relaunched))
         self._apply_learning_rate()
         if not joined:
             # The rescale point before the first step (one before each step, as in the runtime's
@@ -269,6 +274,9 @@ class Job:
     def _after_change(self, started):
         session = self.session
         if session.should_stop:
+            if relaunch.stopped_for_relaunch(session):
+                relaunch.hand_over(self)  # rank 0: the state for the world started after this one
+                self._leave("the world stops for a relaunch")
             self._leave()
         what = session.last_rescale["what"]
         clock = [time.perf_counter()]
@@ -294,9 +302,10 @@ class Job:
     def _receive_state(self):
         self.load_state_dict(handover.broadcast(self.session, None, receiving=True))
 
-    def _leave(self):
+    def _leave(self, why=None):
         session = self.session
-        why = "its group left the job" if session.left else "the job is stopping"
+        if why is None:
+            why = "its group left the job" if session.left else "the job is stopping"
         print(f"elastic_mpi.torch: rank {session.rank} stops at step {self.step}: {why}", file=sys.stderr, flush=True)
         self.close()
         raise SystemExit(0)

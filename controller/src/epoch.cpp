@@ -3,6 +3,7 @@
 // groups for growth, whole extension groups for shrinking, batch changes at an unchanged size.
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <set>
 #include <tuple>
 #include <unordered_map>
@@ -319,9 +320,25 @@ void Controller::Grow(ElasticJob& job, const PlanInput& in, int current, int tar
   std::vector<std::pair<int, std::string>> skipped;  // nodes with fewer free GPUs than a step, or not the job's
   const auto leader = in.leader_node_only.find(job.id);
   if (leader != in.leader_node_only.end()) d["grows_onto"] = "leader_node";
-  while (need > 0 && !order.empty()) {
-    auto [neg_free, node] = *order.begin();
-    order.erase(order.begin());
+  std::vector<std::pair<std::string, int>> picked;  // (node, GPUs) of each extension to submit
+  // A job that grows by relaunch where it cannot grow in place takes its leader's node first:
+  // growth that fits there joins in place, which pauses it less (relaunch_world.h).
+  const auto relaunch_leader = in.relaunch_leader.find(job.id);
+  std::optional<std::pair<int, std::string>> first;
+  if (relaunch_leader != in.relaunch_leader.end() && job.relaunch_groups.empty()) {
+    for (auto it = order.begin(); it != order.end(); ++it) {
+      if (it->second == relaunch_leader->second) {
+        first = *it;
+        order.erase(it);
+        break;
+      }
+    }
+  }
+  while (need > 0 && (first || !order.empty())) {
+    const bool leader_first = first.has_value();
+    auto [neg_free, node] = leader_first ? *first : *order.begin();
+    if (leader_first) first.reset();
+    else order.erase(order.begin());
     if (leader != in.leader_node_only.end() && leader->second != node) {  // its runtime cannot start ranks there
       skipped.push_back({neg_free, node});
       continue;
@@ -330,23 +347,32 @@ void Controller::Grow(ElasticJob& job, const PlanInput& in, int current, int tar
     int take = std::min(node_free, need) / step * step;
     if (take <= 0) {
       skipped.push_back({neg_free, node});
-      if (node_free < step) break;  // every later node has even fewer free GPUs
+      if (node_free < step && !leader_first) break;  // every later node has even fewer free GPUs
       continue;
     }
     groups.push_back({{"node", node}, {"gpus", take}});
-    if (!dry_run) {
-      Status s = SubmitExtension(job, node, take);
-      if (!s.ok()) {
-        d["error"] = s.message();
-        break;
-      }
-    }
+    picked.emplace_back(node, take);
     int& left = free.free[job.gpu_type][node];
     left -= take;
     if (left > 0) order.insert({-left, node});
     need -= take;
   }
   for (auto& k : skipped) order.insert(k);
+  // By relaunch (relaunch_world.h) when one of them is off the leader's node, or the job has a
+  // relaunch group in its world already: all of this growth then, so that no group joined in
+  // place is in a world that is started again.
+  bool by_relaunch = relaunch_leader != in.relaunch_leader.end() && !job.relaunch_groups.empty();
+  for (const auto& [node, take] : picked) {
+    by_relaunch = by_relaunch || (relaunch_leader != in.relaunch_leader.end() && node != relaunch_leader->second);
+  }
+  if (by_relaunch) d["grows_onto"] = "relaunch";
+  for (const auto& [node, take] : picked) {
+    if (dry_run) break;
+    if (Status s = SubmitExtension(job, node, take, by_relaunch); !s.ok()) {
+      d["error"] = s.message();
+      break;
+    }
+  }
   d["groups"] = groups;
   if (need > 0) {
     // Nodes had fewer free GPUs than the plan (they free up when other jobs shrink): the job grows
@@ -409,6 +435,18 @@ void Controller::LetGo(ElasticJob& job, Extension& e, const PlanInput& in, bool 
     h.until = now + config_.release_hold_s;
   }
   if (e.state == ExtState::kJoined) {
+    // A relaunch group leaves by a relaunch over the world without it (its launcher holds the
+    // node; the ranks there end with the world before it).
+    nlohmann::json world;
+    if (job.relaunch_groups.count(e.group)) {
+      auto w = RelaunchWorldFor(job, 0, e.group);
+      if (!w.ok()) {
+        Log(LogLevel::kWarning, kComponent, "job ", job.id, ": group ", e.group, " cannot leave by relaunch: ",
+            w.status().message());
+        return;
+      }
+      world = w.value();
+    }
     e.MoveTo(ExtState::kLeaving);
     e.leaving_at = now;  // the runtime has extensions.leave_timeout to carry it out (lifecycle.cpp)
     SaveExtension(e);
@@ -418,7 +456,12 @@ void Controller::LetGo(ElasticJob& job, Extension& e, const PlanInput& in, bool 
     // below the plan's target, and group sizes need not meet the target exactly).
     const int to = registry_.PlannedGpus(job);
     const int from = to + e.gpus;
-    QueueCommand(job.id, {{"action", "shrink"}, {"group", e.group}, {"gpus", to}, {"global_batch", BatchFor(in, job, to)}});
+    if (world.is_null()) {
+      QueueCommand(job.id, {{"action", "shrink"}, {"group", e.group}, {"gpus", to}, {"global_batch", BatchFor(in, job, to)}});
+    } else {
+      QueueCommand(job.id, {{"action", "relaunch"}, {"op", "shrink"}, {"group", e.group}, {"gpus", to},
+                            {"global_batch", BatchFor(in, job, to)}, {"world", world}});
+    }
     records::StartRescale(*db_, job.id, "shrink", e.group, from, to, now);
     Audit(std::nullopt, "shrink", job.id, {{"group", e.group}, {"from", from}, {"to", to}});
   } else if (e.state != ExtState::kJoining) {

@@ -242,9 +242,12 @@ nlohmann::json Controller::OnLauncher(const Request& r) {
                 {"cwd", Field<std::string>(r.msg, "cwd", "")},
                 {"env", r.msg.value("env", Json::object())},
                 {"topology", r.msg.value("topology", Json::object())},
-                {"grows_onto", Field<std::string>(r.msg, "grows_onto", "any_node")}};
-  if (launcher["grows_onto"] != "any_node" && launcher["grows_onto"] != "leader_node")
-    throw Refuse(ErrorKind::kProtocol, "\"grows_onto\" must be \"any_node\" or \"leader_node\"");
+                {"grows_onto", Field<std::string>(r.msg, "grows_onto", "any_node")},
+                {"ranks", Field<int>(r.msg, "ranks", 0)}};
+  if (launcher["grows_onto"] != "any_node" && launcher["grows_onto"] != "leader_node" &&
+      launcher["grows_onto"] != "relaunch")
+    throw Refuse(ErrorKind::kProtocol, "\"grows_onto\" must be \"any_node\", \"leader_node\" or \"relaunch\"");
+  if (launcher["ranks"].get<int>() < 0) throw Refuse(ErrorKind::kProtocol, "\"ranks\" must be >= 0");
   if (!launcher["argv"].is_array() || launcher["argv"].empty()) throw Refuse(ErrorKind::kProtocol, "launcher needs a non-empty \"argv\"");
   for (const auto& a : launcher["argv"]) {
     if (!a.is_string()) throw Refuse(ErrorKind::kProtocol, "\"argv\" must hold strings");
@@ -373,6 +376,8 @@ nlohmann::json Controller::OnAck(const Request& r) {
   double now = Now();
   records::FinishCommand(*db_, cmd, ok, now, r.msg.dump());
   std::string action = stored->body.value("action", "");
+  // A relaunch carries out a grow or a shrink of a relaunch group ("op"): the same steps follow.
+  if (action == "relaunch") action = stored->body.value("op", "");
   int group = stored->body.value("group", 0);
   Extension* e = registry_.FindExtension(job.id, group);
   double pause = phases.is_object() && phases.contains("pause_s") && phases["pause_s"].is_number()
@@ -455,8 +460,20 @@ nlohmann::json Controller::OnReady(const Request& r) {
   // The batch the plan chose for the size this group brings the job to (the current one when it
   // chose none): a growth in several groups passes through each size at that size's batch.
   auto planned_batch = job.grow_batch.find(from + e->gpus);
-  QueueCommand(job.id, {{"action", "grow"}, {"group", group}, {"join_token", e->token}, {"gpus", from + e->gpus},
-                        {"global_batch", planned_batch != job.grow_batch.end() ? planned_batch->second : job.batch}});
+  const int64_t batch = planned_batch != job.grow_batch.end() ? planned_batch->second : job.batch;
+  if (job.relaunch_groups.count(group)) {
+    // Its launcher holds the node and starts no ranks: the world is started again over it.
+    auto world = RelaunchWorldFor(job, group, 0);
+    if (!world.ok()) {
+      EndExtension(*e, ExtState::kFailed, "grow by relaunch: " + world.status().message(), true);
+      return Json::object();
+    }
+    QueueCommand(job.id, {{"action", "relaunch"}, {"op", "grow"}, {"group", group}, {"gpus", from + e->gpus},
+                          {"global_batch", batch}, {"world", world.value()}});
+  } else {
+    QueueCommand(job.id, {{"action", "grow"}, {"group", group}, {"join_token", e->token}, {"gpus", from + e->gpus},
+                          {"global_batch", batch}});
+  }
   records::StartRescale(*db_, job.id, "grow", group, from, from + e->gpus, Now());
   Audit(r.uid, "grow", job.id, {{"group", group}, {"from", from}, {"to", from + e->gpus}, {"node", e->node}});
   return Json::object();

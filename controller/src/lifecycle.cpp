@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "controller.h"
+#include "relaunch_world.h"
 #include "elastic/common/exit_codes.h"
 #include "elastic/common/extension_link.h"
 #include "elastic/common/join_token.h"
@@ -48,6 +49,7 @@ void Controller::EndExtension(Extension& e, ExtState state, const std::string& r
   copy.MoveTo(state);
   SaveExtension(copy);  // erases it from the registry: `e` is gone after this
   auto it = registry_.jobs.find(parent);
+  if (it != registry_.jobs.end() && it->second.relaunch_groups.erase(copy.group) > 0) SaveJob(it->second);
   if (was_joined && it != registry_.jobs.end() && it->second.state == "running") {
     SetGpus(it->second, registry_.CurrentGpus(it->second));
   }
@@ -188,11 +190,29 @@ void Controller::RestartLostWorlds(const std::map<uint32_t, const JobInfo*>& by_
   }
 }
 
-Status Controller::SubmitExtension(ElasticJob& job, const std::string& node, int gpus) {
+Result<nlohmann::json> Controller::RelaunchWorldFor(const ElasticJob& job, int add, int drop) {
+  std::string leader;
+  if (slurm_ != nullptr) {
+    auto info = slurm_->LoadJob(job.id);
+    if (!info.ok()) return info.status();
+    if (!info.value().node_names.empty()) leader = info.value().node_names.front();
+  }
+  std::vector<RelaunchMember> members;
+  for (const auto& [id, e] : registry_.extensions) {  // by id: the order they were submitted in
+    if (e.parent != job.id || !job.relaunch_groups.count(e.group) || e.group == drop) continue;
+    if (e.group == add || e.state == ExtState::kJoined || e.state == ExtState::kJoining) {
+      members.push_back({e.node, e.gpus, e.slurm_job});
+    }
+  }
+  return RelaunchWorld(leader, job.launcher.value("ranks", 0), members);
+}
+
+Status Controller::SubmitExtension(ElasticJob& job, const std::string& node, int gpus, bool by_relaunch) {
   if (!job.launcher.is_object()) return Status(ErrorKind::kUnavailable, "the job's launcher has not registered");
   Extension e;
   e.parent = job.id;
   e.group = job.next_group++;
+  if (by_relaunch) job.relaunch_groups.insert(e.group);
   e.node = node;
   e.gpu_type = job.gpu_type;
   e.gpus = gpus;
@@ -232,7 +252,7 @@ Status Controller::SubmitExtension(ElasticJob& job, const std::string& node, int
   sub.work_dir = job.launcher.value("cwd", "/tmp");
   std::string script = "#!/bin/sh\n# Extension of elastic job " + std::to_string(job.id) + ", group " +
                        std::to_string(e.group) + ", submitted by elasticd.\nexec " + ShellQuote(config_.launcher) +
-                       " --join";
+                       " --join" + std::string(by_relaunch ? " --hold" : "");
   for (const auto& a : job.launcher.value("launcher_args", Json::array())) script += " " + ShellQuote(a.get<std::string>());
   script += " --";
   for (const auto& a : job.launcher["argv"]) script += " " + ShellQuote(a.get<std::string>());

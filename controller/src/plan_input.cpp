@@ -168,17 +168,31 @@ PlanInput BuildPlanInput(const Registry& registry, const std::vector<NodeInfo>& 
       in.finishing[id] = *left;
     }
     int max_gpus = MaxGpus(job, planned, account_ext[job.account], config);
-    if (job.GrowsOnLeaderNodeOnly()) {
-      // The leader runs node group 0, on the first node of the job's allocation (SLURM_NODEID 0).
+    // The leader runs node group 0, on the first node of the job's allocation (SLURM_NODEID 0).
+    auto info = info_by_id.find(id);
+    std::string leader;
+    std::size_t node_count = 0;
+    if (info != info_by_id.end() && !info->second->node_names.empty()) {
+      leader = info->second->node_names.front();
+      node_count = info->second->node_names.size();
+    }
+    // A job that grows by relaunch grows in place on its leader's node while an extension joined
+    // there in place is in its world (a relaunch would end that extension's ranks).
+    bool joined_in_place = false;
+    for (const auto& [eid, e] : registry.extensions) {
+      joined_in_place = joined_in_place || (e.parent == id && e.Active() && !job.relaunch_groups.count(e.group));
+    }
+    if (job.GrowsByRelaunch() && !joined_in_place) {
+      // Any node, by relaunch; a world of several node groups cannot be relaunched (its other
+      // launchers would end with it): such a job keeps its size.
+      if (node_count > 1) {
+        in.several_nodes.insert(id);
+        max_gpus = planned;
+      }
+      in.relaunch_leader[id] = leader;
+    } else if (job.GrowsOnLeaderNodeOnly() || job.GrowsByRelaunch()) {
       // Such a runtime adds ranks to a world on that node alone: a job on several nodes keeps its
       // size, one on one node grows up to the GPUs of its type there (its own included).
-      auto info = info_by_id.find(id);
-      std::string leader;
-      std::size_t node_count = 0;
-      if (info != info_by_id.end() && !info->second->node_names.empty()) {
-        leader = info->second->node_names.front();
-        node_count = info->second->node_names.size();
-      }
       int held = 0;
       if (auto nit = in.node_by_name.find(leader); nit != in.node_by_name.end() && node_count == 1) {
         for (const auto& t : nit->second->Types()) held += t.type == job.gpu_type ? t.gpus : 0;
@@ -207,7 +221,6 @@ PlanInput BuildPlanInput(const Registry& registry, const std::vector<NodeInfo>& 
     }
     oj.allowed_types = {job.gpu_type};
     if (!frozen) {
-      auto info = info_by_id.find(id);
       nlohmann::json checks = nlohmann::json::object();
       AddOtherTypes(job, info == info_by_id.end() ? nullptr : info->second, capacity, config, now, move_cost_s, oj,
                     checks);

@@ -29,6 +29,11 @@ struct PlanInput {
   // on several nodes (`several_nodes`) are not grown at all.
   std::map<uint32_t, std::string> leader_node_only;
   std::set<uint32_t> several_nodes;
+  // Jobs that grow by relaunch where growth in place cannot go (ElasticJob::GrowsByRelaunch) and
+  // none of whose extensions joined in place: their leader's node (an extension elsewhere joins by
+  // a relaunch). Those with an extension joined in place grow on the leader's node only, as
+  // above; those on several nodes not at all.
+  std::map<uint32_t, std::string> relaunch_leader;
   std::vector<uint32_t> elastic_order;        // the registry's running jobs, in snapshot order
   std::set<uint32_t> frozen_jobs;             // elastic jobs that may not change this epoch
   std::map<uint32_t, double> finishing;       // jobs not grown because they are about to finish: time left

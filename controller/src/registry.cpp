@@ -82,7 +82,7 @@ nlohmann::json ElasticJob::ToJson() const {
                    {"init_token", init_token}, {"launcher", launcher},
                    {"paused", paused},   {"registered_at", registered_at},
                    {"last_rescale_at", last_rescale_at}, {"rescales", rescales},
-                   {"batch", batch},     {"next_group", next_group},
+                   {"batch", batch},     {"next_group", next_group}, {"relaunch_groups", relaunch_groups},
                    {"grow_backoff_until", grow_backoff_until},
                    {"metrics_received", metrics_received},
                    {"samples_done", samples_done}, {"total_samples", total_samples},
@@ -131,6 +131,7 @@ ElasticJob ElasticJob::FromJson(const nlohmann::json& j) {
   job.rescales = j.value("rescales", 0);
   job.batch = j.value("batch", int64_t{0});
   job.next_group = j.value("next_group", 1);
+  job.relaunch_groups = j.value("relaunch_groups", std::set<int>{});
   job.grow_backoff_until = j.value("grow_backoff_until", 0.0);
   job.metrics_received = j.value("metrics_received", int64_t{0});
   job.samples_done = j.value("samples_done", int64_t{0});

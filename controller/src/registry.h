@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -97,8 +98,17 @@ struct ElasticJob {
   // "grows_onto": "leader_node": Open MPI 5's DVM); extensions then go to that node only. Any
   // value but "any_node" restricts (a state database may hold "job_nodes" of an earlier version).
   bool GrowsOnLeaderNodeOnly() const {
-    return launcher.is_object() && launcher.value("grows_onto", "any_node") != "any_node";
+    return launcher.is_object() && launcher.value("grows_onto", "any_node") != "any_node" && !GrowsByRelaunch();
   }
+  // Its runtime adds ranks in place on the leader's node only, and reaches other nodes by a
+  // relaunch (the launcher said "grows_onto": "relaunch": Open MPI 5's DVM, docs/runtime.md
+  // "Relaunch"): growth stays in place while every extension is on that node; an extension on
+  // another node, and every one after it while such a one is in the world, joins by a relaunch
+  // (relaunch_world.h).
+  bool GrowsByRelaunch() const { return launcher.is_object() && launcher.value("grows_onto", "") == "relaunch"; }
+  // The groups that joined (or are to join) by relaunch: their launchers hold their node and
+  // start no ranks; the world is started again over it. Persisted with the job.
+  std::set<int> relaunch_groups;
 };
 
 // An extension's life: submitting (the intent, before Slurm knows it) -> submitted (released in

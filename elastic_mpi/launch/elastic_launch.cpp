@@ -63,6 +63,7 @@ struct Options {
   int ranks = 0;  // 0: the job's GPUs on this node (SLURM_GPUS_ON_NODE), else 1
   std::vector<std::string> exports;  // --export: more variables an extension job gets
   bool join = false;
+  bool hold = false;          // --join --hold: hold the node for a relaunched world (HoldNode)
   bool oversubscribe = false;
   bool topology = false;      // print the node's topology as JSON and exit
   std::string run_dir;
@@ -86,6 +87,9 @@ void Usage(std::FILE* out = stderr) {
                "and in an elastic job registers with elasticd so that extension jobs can join.\n\n"
                "  -n, --ranks N        ranks on this node (default: the job's GPUs here, SLURM_GPUS_ON_NODE, else 1)\n"
                "  --join               start a group that joins a running job (extension jobs; elasticd uses it)\n"
+               "  --hold               with --join: start no ranks; tell elasticd the node is ready and hold it until\n"
+               "                       SIGTERM, while the job's world, started again over it, runs ranks there\n"
+               "                       (elasticd uses it where the MPI grows onto other nodes by relaunch)\n"
                "  --uri FILE|URI       the rendezvous to join (default: ELASTIC_RENDEZVOUS_URI)\n"
                "  --run-dir DIR        the job's private directory (default: ELASTIC_RUN_DIR, else\n"
                "                       <working directory>/.elastic/<job>)\n"
@@ -256,6 +260,7 @@ bool Parse(int argc, char** argv, const elastic::mpi::Config& config, Options* o
       std::exit(0);
     }
     if (a == "--join") o->join = true;
+    else if (a == "--hold") o->hold = true;
     else if (a == "--topology") o->topology = true;
     else if (a == "--oversubscribe") o->oversubscribe = true;
     else if ((a == "-n" || a == "--ranks") && (v = value())) o->ranks = std::atoi(v);
@@ -285,6 +290,10 @@ bool Parse(int argc, char** argv, const elastic::mpi::Config& config, Options* o
     o->ranks = gpus > 0 ? static_cast<int>(gpus) : 1;
   }
   if ((o->program.empty() && !o->topology) || o->ranks < 1) return false;
+  if (o->hold && !o->join) {
+    std::fprintf(stderr, "elastic-launch: --hold is for an extension job's launcher (with --join)\n");
+    return false;
+  }
   // Run dir: --run-dir, ELASTIC_RUN_DIR, else <working directory>/.elastic/<job> (<job>: JobId,
   // "standalone" outside a job). The working directory (sbatch --chdir) is the user's and exists
   // on every node; the submit directory need not be writable. Extension jobs run in the parent's
@@ -320,6 +329,38 @@ nlohmann::json CuratedEnvironment(const Options& o) {
   return env;
 }
 
+// An extension job whose group joins by relaunch (elasticd's `--join --hold`): it tells elasticd
+// the node is ready (elasticd then relaunches the job's world over it, its ranks there started
+// inside this job through `srun --overlap`) and holds the node, starting nothing, until SIGTERM
+// (elasticd cancels the job once the world left the node). Exit 0 then; 69 when elasticd cannot
+// be told.
+int HoldNode(const elastic::mpi::Config& config) {
+  auto link = elastic::mpi::ControllerLink::Create(config.Get("controller"), config.Get("job_id"),
+                                                   config.Get("munge_socket"));
+  if (!link.ok()) {
+    std::fprintf(stderr, "elastic-launch: --hold: %s\n", link.status().message().c_str());
+    return kExitRendezvous;
+  }
+  sigset_t wait_for;
+  sigemptyset(&wait_for);
+  sigaddset(&wait_for, SIGTERM);
+  sigaddset(&wait_for, SIGINT);
+  sigprocmask(SIG_BLOCK, &wait_for, nullptr);  // before the ready: a SIGTERM right after it waits for sigwait
+  const std::string group = config.Get("group_id");
+  auto r = link.value()->Call({{"type", "ready"}, {"group", std::atoi(group.c_str())}}, std::chrono::milliseconds(5000));
+  if (!r.ok()) {
+    std::fprintf(stderr, "elastic-launch: --hold: elasticd did not take group %s's ready: %s\n", group.c_str(),
+                 r.status().message().c_str());
+    return kExitRendezvous;
+  }
+  std::fprintf(stderr, "elastic-launch: holding this node for group %s of job %s: the job's world is started "
+               "again over it\n", group.c_str(), config.Get("job_id").c_str());
+  int sig = 0;
+  sigwait(&wait_for, &sig);
+  std::fprintf(stderr, "elastic-launch: group %s lets the node go (%s)\n", group.c_str(), strsignal(sig));
+  return 0;
+}
+
 // The leader of an elastic parent tells elasticd how to start an extension of this job.
 void RegisterLauncher(const Options& o, const elastic::mpi::Config& config, const std::string& uri) {
   auto link = elastic::mpi::ControllerLink::Create(config.Get("controller"), config.Get("job_id"),
@@ -344,7 +385,8 @@ void RegisterLauncher(const Options& o, const elastic::mpi::Config& config, cons
                      {"cwd", getcwd(cwd, sizeof cwd) ? cwd : "/"},
                      {"env", CuratedEnvironment(o)},
                      {"topology", topology.is_discarded() ? nlohmann::json::object() : topology},
-                     {"grows_onto", elastic::mpi::stack::GrowsOnto()}};
+                     {"grows_onto", elastic::mpi::stack::GrowsOnto()},
+                     {"ranks", o.ranks}};  // this node's ranks: a relaunch's world has them on it
   auto r = link.value()->Call(msg, std::chrono::milliseconds(5000));
   if (!r.ok()) {
     std::fprintf(stderr, "elastic-launch: warning: elasticd did not take the launcher registration (%s); the job "
@@ -378,6 +420,7 @@ int main(int argc, char** argv) {
     std::printf("%s\n", topo.value().ToJson().c_str());
     return 0;
   }
+  if (o.hold) return HoldNode(config);
   // This node's group and the number of node groups: ELASTIC_NODE_GROUP(S), else the srun step's
   // node index and node count (one launcher per node), else a single node.
   std::string node_group = config.IsSet("node_group") ? config.Get("node_group") : config.Get("slurm_node_id");

@@ -41,6 +41,12 @@ bool SetByTheDvm(std::string_view name) {
   return name.rfind("PMIX_", 0) == 0 || name.rfind("PRTE_", 0) == 0 || name.rfind("OMPI_", 0) == 0;
 }
 
+// The PMIx server and launcher of the process itself: only the DVM's. The launcher's own (it may
+// run in an `srun` step, whose PMIx server is Slurm's) never reach a rank: a rank that took them
+// would talk to the launcher's PMIx server, not to its DVM daemon (a relaunched world's ranks on
+// another node hung in MPI start-up so).
+bool OnlyTheDvms(std::string_view name) { return name.rfind("PMIX_", 0) == 0 || name.rfind("PRTE_", 0) == 0; }
+
 // What belongs to the node a process runs on: its Slurm job and step (on another node, those of
 // the job that holds that node), its devices, its scratch directory. A rank on another host than
 // the launcher's (a relaunched world's, started there through an agent) keeps its own.
@@ -48,7 +54,7 @@ bool NodeLocal(std::string_view name) {
   static constexpr std::string_view kNames[] = {"CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
                                                 "GPU_DEVICE_ORDINAL",   "ZE_AFFINITY_MASK",     "TMPDIR",
                                                 "HOSTNAME"};
-  if (name.rfind("SLURM_", 0) == 0) return true;
+  if (name.rfind("SLURM_", 0) == 0 || name.rfind("SLURMD_", 0) == 0) return true;
   for (std::string_view n : kNames) {
     if (name == n) return true;
   }
@@ -101,6 +107,7 @@ bool AdoptGroupDir(const std::string& dir) {
     if (!own(name) && group.count(name) == 0) unsetenv(name.c_str());
   }
   for (const auto& [name, value] : group) {
+    if (OnlyTheDvms(name)) continue;
     if (own(name) && (std::getenv(name.c_str()) != nullptr || (elsewhere && NodeLocal(name)))) continue;
     setenv(name.c_str(), value.c_str(), 1);
   }

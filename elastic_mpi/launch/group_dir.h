@@ -17,7 +17,7 @@ namespace elastic::launch {
 bool WriteGroupDir(const std::string& dir, const std::vector<std::string>& changes);
 
 // Rank shim: replaces this process's environment by the group's, keeping what the DVM set for
-// the rank itself (PMIX_*, PRTE_*, and OMPI_* the group does not set), and on another host than
+// the rank itself (PMIX_* and PRTE_*, never the launcher's; OMPI_* the group does not set), and on another host than
 // the launcher's (a relaunched world's ranks there) what belongs to its own node: SLURM_*, the
 // devices (CUDA_VISIBLE_DEVICES and its kin), TMPDIR, HOSTNAME, as it has them or not at all.
 // Records this process's pid. False when the group's environment cannot be read.

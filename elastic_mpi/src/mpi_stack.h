@@ -49,8 +49,11 @@ void RemoveLaunchFiles(const std::vector<std::string>& server_command);
 // only while the whole world is on that node (Open MPI 5: the node whose DVM the leader started;
 // PRRTE 3.0.8 cannot add a node to a DVM, and a group launched into it does not join a world of
 // two node groups, on either node: "opal_modex_recv: failed with return value=-46", then the
-// connect times out or HAN crashes; docs/interfaces.md section 5). elasticd extends a job of the
-// second kind only on that node, and a job of it on several nodes not at all.
+// connect times out or HAN crashes; docs/interfaces.md section 5), or "relaunch": the latter in
+// place, and other nodes by a relaunch of the world over them (Open MPI 5 since the launcher
+// relaunches, docs/runtime.md "Relaunch"). elasticd extends a job of the second kind only on that
+// node, and a job of it on several nodes not at all; one of the third kind in place on that node
+// while its extensions there joined in place, else by relaunch (relaunch_world.h).
 const char* GrowsOnto();
 
 // How many node groups (one per node of the job's step) the rendezvous can merge into the job's

@@ -135,7 +135,7 @@ std::vector<std::string> RelaunchServerCommand(const std::string& program, const
   return cmd;
 }
 
-const char* GrowsOnto() { return "leader_node"; }
+const char* GrowsOnto() { return "relaunch"; }
 
 int MaxNodeGroups() { return 2; }
 

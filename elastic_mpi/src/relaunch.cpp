@@ -97,6 +97,9 @@ Status Session::Impl::Relaunch(int new_size, std::string* refusal) {
                        {"from_ranks", size},
                        {"ranks", new_size},
                        {"stopped_at", WallSeconds()},
+                       // elasticd's command: the world started again acknowledges it, once it
+                       // holds the state (RestoreBuffers), not this one as it stops.
+                       {"command", current_command ? current_command->id : 0},
                        {"meta", nlohmann::json::parse(MetaJson(0))}};
       {
         std::ofstream out(tmp, std::ios::trunc);
@@ -142,6 +145,7 @@ Status Session::Impl::RestoreMeta() {
       meta = j.at("meta").dump();
       relaunched_state = j.at("state").get<std::string>();
       relaunch_stopped_at = j.value("stopped_at", 0.0);
+      relaunch_command = j.value("command", std::int64_t{0});
     } catch (const std::exception& e) {
       error = "the relaunch record " + options.relaunch_from + ": " + e.what();
     }
@@ -204,8 +208,23 @@ Status Session::Impl::RestoreBuffers() {
   if (rank == 0) {
     unlink(relaunched_state.c_str());  // taken: the memory it held is free again
     // The pause the relaunch cost: from the old world's stop to this world's state in place.
-    Log(LogLevel::kInfo, kComponent, "relaunch done: ", size, " ranks at step ", step, ", pause ",
-        relaunch_stopped_at > 0 ? WallSeconds() - relaunch_stopped_at : 0.0, " s");
+    const double pause = relaunch_stopped_at > 0 ? WallSeconds() - relaunch_stopped_at : 0.0;
+    Log(LogLevel::kInfo, kComponent, "relaunch done: ", size, " ranks at step ", step, ", pause ", pause, " s");
+    if (relaunch_command > 0) {
+      // elasticd's relaunch is done now: the world is up over its new nodes with the state (the
+      // world before it did not acknowledge it, so that elasticd lets no node go before its ranks
+      // there ended). Delivered again, it is acknowledged again, not done again.
+      last = RescaleInfo{};
+      last.what = "relaunch";
+      last.new_size = size;
+      last.new_batch = global_batch;
+      last.pause_s = pause;
+      Command done;
+      done.id = relaunch_command;
+      done.action = "relaunch";
+      seen_commands.insert(relaunch_command);
+      SendAck(done, true, "");
+    }
   }
   return Status::Ok();
 }

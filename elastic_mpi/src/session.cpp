@@ -397,7 +397,11 @@ Result<bool> Session::RescalePoint() {
         s.last.new_batch, ", lr factor ", s.LrFactorAt(s.last.old_batch), " -> ", s.LrFactorAt(s.last.new_batch),
         ", pause ", s.last.pause_s, " s");
     for (const auto& sink : s.sinks) sink->OnRescale(s.last.what, s.size, s.last.pause_s);
-    s.AckCurrent(s.last.ok, s.last.error);
+    if (action == Action::kRelaunch && changed) {
+      s.current_command.reset();  // acknowledged by the world started again (relaunch.cpp)
+    } else {
+      s.AckCurrent(s.last.ok, s.last.error);
+    }
     if (s.signalled_leave != 0 && s.link) {  // a group left on SIGTERM: elasticd did not ask for it
       s.link->Call({{"type", "left"}, {"group", s.signalled_leave}, {"reason", "SIGTERM"}});
     }

@@ -193,6 +193,7 @@ struct Session::Impl {
   bool relaunched = false;        // this world was started again from a relaunch record
   std::string relaunched_state;   // rank 0: the state file it reads in Begin()
   double relaunch_stopped_at = 0;  // rank 0: when the world before it stopped (wall clock, s)
+  std::int64_t relaunch_command = 0;  // rank 0: elasticd's relaunch command, acknowledged by this world
 };
 
 }  // namespace elastic::mpi

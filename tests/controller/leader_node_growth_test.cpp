@@ -1,7 +1,8 @@
 // A job whose runtime can start ranks only on its leader's node (Open MPI 5's DVM: the launcher
 // reports "grows_onto": "leader_node") is extended only there, and the plan does not give it more
 // than that node holds; such a job on several nodes is not grown; a job that reports nothing
-// grows onto any node.
+// grows onto any node; one that grows by relaunch takes its leader's node first, in place, and
+// other nodes by relaunch.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -93,6 +94,38 @@ TEST(LeaderNodeGrowthTest, AJobThatGrowsAnywhereUsesTheOtherNode) {
     EXPECT_FALSE(d.contains("grows_onto"));
     EXPECT_EQ(GroupNodes(d), (std::set<std::string>{snap.nodes[0].name, snap.nodes[1].name})) << d.dump();
   }
+}
+
+// A job whose runtime grows in place on its leader's node and onto other nodes by a relaunch
+// (Open MPI 5 with the relaunch: "grows_onto": "relaunch") takes its leader's node first; growth
+// that fits there joins in place, growth beyond it goes by relaunch, all of it.
+TEST(LeaderNodeGrowthTest, AJobThatGrowsByRelaunchTakesItsLeadersNodeFirstThenOthersByRelaunch) {
+  RecordedSnapshot snap = OneJobTwoNodes("relaunch");
+  snap.nodes[1].gpus_used = 0;
+  const nlohmann::json d = Decision(snap);
+  ASSERT_EQ(d["action"], "grow") << d.dump();
+  EXPECT_EQ(d["target"], 8) << d.dump();
+  EXPECT_EQ(d["grows_onto"], "relaunch") << d.dump();
+  ASSERT_EQ(d["groups"].size(), 2u) << d.dump();
+  EXPECT_EQ(d["groups"][0]["node"], snap.nodes[0].name) << "the leader's node first: " << d.dump();
+  EXPECT_EQ(d["groups"][1]["node"], snap.nodes[1].name) << d.dump();
+}
+
+TEST(LeaderNodeGrowthTest, AJobThatGrowsByRelaunchAndFitsOnItsLeadersNodeJoinsInPlace) {
+  // Three nodes: the other two idle (more free GPUs than the leader's); the job may reach 3.
+  RecordedSnapshot snap = OneJob(3, {0}, 3, "relaunch");
+  const nlohmann::json d = Decision(snap);
+  ASSERT_EQ(d["action"], "grow") << d.dump();
+  EXPECT_EQ(d["target"], 3) << d.dump();
+  EXPECT_FALSE(d.contains("grows_onto")) << "growth on the leader's node is in place: " << d.dump();
+  EXPECT_EQ(GroupNodes(d), std::set<std::string>{snap.nodes[0].name}) << d.dump();
+}
+
+TEST(LeaderNodeGrowthTest, AJobThatGrowsByRelaunchOnSeveralNodesIsNotGrown) {
+  RecordedSnapshot snap = OneJob(3, {1, 2}, 12, "relaunch");
+  const nlohmann::json d = Decision(snap);
+  EXPECT_NE(d.value("action", ""), "grow") << d.dump();
+  EXPECT_EQ(d["several_nodes"], true) << d.dump();
 }
 
 }  // namespace

@@ -49,6 +49,7 @@ TEST_F(GroupDirTest, TheShimAdoptsTheLaunchersEnvironmentAndKeepsTheDvmsOwn) {
   setenv("ELASTIC_GD_UNSET", "stale", 1);
   setenv("SLURM_STEP_ID", "3", 1);
   setenv("OMPI_MCA_gd_from_launcher", "lo", 1);
+  setenv("PMIX_GD_SERVER_URI", "the launcher's srun step", 1);  // Slurm's PMIx, the launcher's alone
   ASSERT_TRUE(elastic::launch::WriteGroupDir(
       dir_, {"ELASTIC_GD_NEW=a=b\nsecond line", "ELASTIC_GD_UNSET", "ELASTIC_GD_KEPT=changed"}));
   struct stat st {};
@@ -61,7 +62,9 @@ TEST_F(GroupDirTest, TheShimAdoptsTheLaunchersEnvironmentAndKeepsTheDvmsOwn) {
   setenv("ELASTIC_GD_FROM_DVM", "leader's", 1);
   setenv("ELASTIC_GD_KEPT", "dvm", 1);
   unsetenv("OMPI_MCA_gd_from_launcher");
+  unsetenv("PMIX_GD_SERVER_URI");
   ASSERT_TRUE(elastic::launch::AdoptGroupDir(dir_));
+  EXPECT_EQ(Get("PMIX_GD_SERVER_URI"), "<unset>");   // not the DVM's: never taken
   EXPECT_EQ(Get("ELASTIC_GD_NEW"), "a=b\nsecond line");
   EXPECT_EQ(Get("ELASTIC_GD_KEPT"), "changed");
   EXPECT_EQ(Get("ELASTIC_GD_UNSET"), "<unset>");

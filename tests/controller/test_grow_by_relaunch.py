@@ -1,0 +1,123 @@
+"""elasticd grows a job onto another node and gives that node back, on either MPI stack. A job of
+2 a100 GPUs on n1, whose other 2 GPUs a rigid job holds, may reach 6: the plan extends it onto n2.
+- Open MPI 4 (launcher "grows_onto": "any_node"): the extension's ranks join the running world in
+  place ("join at step ...: 2 -> 6 ranks").
+- Open MPI 5 ("grows_onto": "relaunch", docs/runtime.md "Relaunch"): its runtime cannot add n2 to
+  the running world, so the extension's launcher holds n2 (`elastic-launch --join --hold`) and
+  elasticd sends the job a `relaunch` command whose world is n1 (2 ranks) and n2 (4 ranks, its
+  daemon started inside the extension job through `srun --overlap`): the world is started again
+  over both nodes ("relaunch done: 6 ranks").
+Then a rigid job asks for all of n2: elasticd lets the extension go (Open MPI 4: a shrink in
+place; Open MPI 5: a relaunch over n1 alone, after which nothing of the job runs in the extension
+job) and cancels the extension job, the rigid job runs, and the elastic job trains to the end at 2
+GPUs, every sample exactly once."""
+
+import glob
+import os
+import re
+import subprocess
+import unittest
+
+from clustertest import job_workdir, read, run, sbatch, wait_job
+from e2e import LAUNCH, TRAINER, ElasticdTestCase, extension_jobs, gpus_of, status, trainer_script, wait_until
+
+SAMPLES, EPOCHS = 4000, 120
+
+
+def by_relaunch():
+    """Whether this build grows onto other nodes by relaunch (the rendezvous elastic-launch --help
+    names: prte-dvm)."""
+    out = subprocess.run([LAUNCH, "--help"], capture_output=True, text=True, check=False).stdout
+    return "prte-dvm" in out
+
+
+def steps_of(job):
+    """The job's steps other than its batch and extern steps (a relaunched world's daemon there)."""
+    out = run(["squeue", "-h", "-s", "-j", str(job), "-o", "%i"], check=False).stdout.split()
+    return [s for s in out if not s.endswith((".batch", ".extern"))]
+
+
+def job_workdir_of(test):
+    return getattr(test, "wd", None)
+
+
+def nodes_of(job):
+    return run(["squeue", "-h", "-j", str(job), "-o", "%N", "--states=all"]).stdout.strip()
+
+
+class GrowByRelaunchTest(ElasticdTestCase):
+    def test_grow_onto_another_node_and_give_it_back(self):
+        try:
+            self.grow_and_give_back()
+        except (AssertionError, OSError):
+            # What the job, its extensions and elasticd said, for a failure in CI.
+            wd = job_workdir_of(self)
+            for name in sorted(os.listdir(wd)) if wd else []:
+                if name.endswith(".out"):
+                    print(f"--- {name}\n{read(os.path.join(wd, name))[-3000:]}")
+            print(f"--- elasticd.log\n{self.d.read_log()[-5000:]}")
+            raise
+
+    def grow_and_give_back(self):
+        relaunch = by_relaunch()
+        wd = job_workdir("grow-by-relaunch")
+        self.wd = wd
+        ids = os.path.join(wd, "ids")
+        os.makedirs(ids)
+        os.chmod(ids, 0o777)
+        blocker, proc = sbatch(["-w", "n1", "--gres=gpu:a100:2", "-o", "/dev/null"], script="#!/bin/bash\nsleep 900\n",
+                               workdir=wd)
+        self.assertIsNotNone(blocker, proc.stderr)
+        self.jobs.append(blocker)
+        script = trainer_script(gpus=2, max_gpus=6, gpu_type="a100", samples=SAMPLES, epochs=EPOCHS,
+                                sbatch_lines="#SBATCH -w n1", trainer_args=f"--ids-dir {ids}")
+        job, proc = sbatch([], script=script, workdir=wd)
+        self.assertIsNotNone(job, proc.stderr)
+        self.jobs.append(job)
+        out = os.path.join(wd, f"job-{job}.out")
+        wait_until(lambda: status().get(job, {}).get("metrics_received", 0) > 0, 90, "the job's first step")
+        wait_until(lambda: gpus_of(job) == 6, 120, "the job at 6 GPUs")
+        exts = extension_jobs(job)
+        self.assertEqual(len(exts), 1, exts)
+        ext = exts[0][0]
+        self.assertEqual(nodes_of(ext), "n2")
+        if relaunch:
+            wait_until(lambda: re.search(r"relaunch done: 6 ranks at step \d+", read(out)), 60,
+                       "the world relaunched over n1 and n2")
+            # The extension's launcher holds the node and started no ranks of its own.
+            ext_out = glob.glob(os.path.join(wd, f"*-{ext}.out"))  # elasticd names it elastic-ext:JOB:GROUP-ID.out
+            self.assertEqual(len(ext_out), 1, os.listdir(wd))
+            self.assertIn("holding this node for group", read(ext_out[0]))
+            wait_until(lambda: steps_of(ext), 20, "the world's daemon on n2 as a step of the extension job")
+        else:
+            wait_until(lambda: re.search(r"join at step \d+: 2 -> 6 ranks", read(out)), 60, "the join in place")
+        # A rigid job asks for all of n2: the extension goes, the node with it.
+        rigid, proc = sbatch(["-w", "n2", "--gres=gpu:a100:4", "-o", "/dev/null"], script="#!/bin/bash\nsleep 3\n",
+                             workdir=wd)
+        self.assertIsNotNone(rigid, proc.stderr)
+        self.jobs.append(rigid)
+        wait_until(lambda: gpus_of(job) == 2, 120, "the job back at 2 GPUs")
+        if relaunch:
+            wait_until(lambda: re.search(r"relaunch done: 2 ranks at step \d+", read(out)), 60,
+                       "the world relaunched on n1 alone")
+        else:
+            wait_until(lambda: re.search(r"shrink at step \d+: 6 -> 2 ranks", read(out)), 60, "the shrink in place")
+        self.assertEqual(wait_job(rigid, timeout=120), "COMPLETED")
+        run(["scancel", str(blocker)], check=False)
+        self.assertEqual(wait_job(job, timeout=400), "COMPLETED", read(out)[-3000:])
+        text = read(out)
+        # It trained to the end (once n2 is free again it may grow again: its last size varies).
+        self.assertRegex(text, r"done: \d+ steps, world \d+,")
+        if relaunch:
+            at = [int(x) for x in re.findall(r"relaunch at step (\d+)", text)]
+            began = [int(x) for x in re.findall(r"relaunched world of \d+ ranks at step (\d+)", text)]
+            self.assertGreaterEqual(len(at), 2, text[-3000:])
+            self.assertEqual(at, began, "each world goes on from the step the one before it reached")
+            pauses = re.findall(r"relaunch done: \d+ ranks at step \d+, pause ([0-9.e+-]+) s", text)
+            print(f"relaunch pauses (s): onto n2 {pauses[0]}, back {pauses[1]}", flush=True)
+        once = run([TRAINER, "--verify-ids", ids, "--samples", str(SAMPLES), "--epochs", str(EPOCHS)], check=False)
+        self.assertEqual(once.returncode, 0, once.stdout + once.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -70,7 +70,9 @@ def take(job):
     if session.rank == 0:
         path = os.path.join(_run_dir(session), FILE)
         try:
-            state = torch.load(path, map_location=job.device)
+            # The job's own file (its private run dir), from rank 0 of the world before: the same
+            # program. weights_only=False: it holds the generators' states and the user's extras.
+            state = torch.load(path, map_location=job.device, weights_only=False)
         except FileNotFoundError:
             error = (f"elastic_mpi.torch: this world was relaunched but {path} is missing: the world before it did "
                      "not hand its torch state over (was it an elastic_mpi.torch job?)")

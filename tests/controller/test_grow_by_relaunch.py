@@ -1,7 +1,7 @@
-"""elasticd grows a job onto another node and gives that node back, on either MPI stack. A job of
-2 a100 GPUs on n1, whose other 2 GPUs a rigid job holds, may reach 6: the plan extends it onto n2.
-- Open MPI 4 (launcher "grows_onto": "any_node"): the extension's ranks join the running world in
-  place ("join at step ...: 2 -> 6 ranks").
+"""elasticd grows a job onto another node by relaunch and gives that node back. A job of 2 a100
+GPUs on n1, whose other 2 GPUs a rigid job holds, may reach 6: the plan extends it onto n2.
+(Registered for builds whose runtime grows by relaunch, Open MPI 5; on Open MPI 4, "grows_onto":
+"any_node", the same growth joins in place, the else-branches below, and slurm.elastic_e2e proves it.)
 - Open MPI 5 ("grows_onto": "relaunch", docs/runtime.md "Relaunch"): its runtime cannot add n2 to
   the running world, so the extension's launcher holds n2 (`elastic-launch --join --hold`) and
   elasticd sends the job a `relaunch` command whose world is n1 (2 ranks) and n2 (4 ranks, its

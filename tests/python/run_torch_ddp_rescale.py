@@ -19,13 +19,14 @@ filler) and of 34 (slices of 9 and 8). Then:
 usage: run_torch_ddp_rescale.py MPIEXEC PROGRAM
 """
 
-import collections
-import glob
 import json
 import os
 import subprocess
 import sys
 import tempfile
+
+from sample_ids import exactly_once
+
 
 # Why these tolerances: float32 training where only the order of additions differs (the world
 # of 4 sums its slices' gradients in another order than the world of 2; the DDP hook weights
@@ -69,22 +70,6 @@ def run(mpiexec, program, schedule, work, workers):
         return json.load(f)
 
 
-def exactly_once(work):
-    counts = collections.Counter()
-    trainers = 0
-    for path in glob.glob(os.path.join(work, "ids.*")):
-        with open(path) as f:
-            lines = f.readlines()
-        trainers += bool(lines)
-        counts.update(tuple(map(int, line.split())) for line in lines)
-    expected = {(e, i) for e in range(EPOCHS) for i in range(SAMPLES)}
-    repeated = [k for k, n in counts.items() if n != 1]
-    if set(counts) != expected or repeated:
-        sys.exit(f"FAIL: samples not trained on exactly once in {work}: {len(expected - set(counts))} missing, "
-                 f"{len(set(counts) - expected)} extra, {len(repeated)} repeated")
-    return trainers
-
-
 def main():
     mpiexec, program = sys.argv[1:3]
     failures = []
@@ -92,8 +77,8 @@ def main():
         ref = run(mpiexec, program, REFERENCE, os.path.join(work, "ref"), workers=0)
         # A DataLoader worker reads batches ahead: that must move nothing.
         el = run(mpiexec, program, ELASTIC, os.path.join(work, "elastic"), workers=1)
-        exactly_once(os.path.join(work, "ref"))
-        trainers = exactly_once(os.path.join(work, "elastic"))
+        exactly_once(os.path.join(work, "ref"), EPOCHS, SAMPLES)
+        trainers = exactly_once(os.path.join(work, "elastic"), EPOCHS, SAMPLES)
     print(f"every (epoch, sample) trained on exactly once in both runs; {trainers} processes trained")
     if trainers != 6:
         failures.append(f"{trainers} processes trained, expected 6 (2 + two groups of 2 newcomers)")

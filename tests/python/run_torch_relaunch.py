@@ -19,7 +19,6 @@ node: both MPI stacks relaunch there). The global batch never changes. Then:
 usage: run_torch_relaunch.py MPIEXEC BINDIR PROGRAM
 """
 
-import collections
 import glob
 import json
 import os
@@ -29,6 +28,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from sample_ids import exactly_once
 
 LOSS_TOLERANCE = 1e-4
 PARAM_TOLERANCE = 1e-4
@@ -55,18 +56,6 @@ def wait(proc, what, log=None):
             proc.wait()
         tail = open(log).read()[-4000:] if log else ""
         sys.exit(f"FAIL: {what} did not end within {RUN_TIMEOUT_S} s\n{tail}")
-
-
-def exactly_once(work):
-    counts = collections.Counter()
-    for path in glob.glob(os.path.join(work, "ids.*")):
-        with open(path) as f:
-            counts.update(tuple(map(int, line.split())) for line in f)
-    expected = {(e, i) for e in range(EPOCHS) for i in range(SAMPLES)}
-    repeated = [k for k, n in counts.items() if n != 1]
-    if set(counts) != expected or repeated:
-        sys.exit(f"FAIL: samples not trained on exactly once in {work}: {len(expected - set(counts))} missing, "
-                 f"{len(set(counts) - expected)} extra, {len(repeated)} repeated")
 
 
 def main():
@@ -144,8 +133,8 @@ def main():
             failures.append("not two relaunches done")
         if sizes() != {2, 3}:
             failures.append(f"steps were trained at world sizes {sorted(sizes())}, expected 2 and 3")
-        exactly_once(ref)
-        exactly_once(el)
+        exactly_once(ref, EPOCHS, SAMPLES)
+        exactly_once(el, EPOCHS, SAMPLES)
         with open(os.path.join(ref, "result.json")) as f:
             r = json.load(f)
         with open(os.path.join(el, "result.json")) as f:

@@ -13,14 +13,15 @@ with the elastic schedule (grow by spawn, shrink), then:
 usage: run_torch_rescale.py MPIEXEC EXAMPLE SCHEDULE LR_RULE [extra example args...]
 """
 
-import collections
-import glob
 import json
 import os
 import re
 import subprocess
 import sys
 import tempfile
+
+from sample_ids import exactly_once
+
 
 # Why these tolerances: float32 training where only the order of additions differs (each rank
 # sums its slice, the allreduce adds the partial sums in an order that depends on the world
@@ -49,18 +50,6 @@ def run(mpiexec, example, schedule, rule, work, extra):
         return json.load(f)
 
 
-def check_exactly_once(work):
-    counts = collections.Counter()
-    for path in glob.glob(os.path.join(work, "ids.*")):
-        with open(path) as f:
-            counts.update(tuple(map(int, line.split())) for line in f)
-    expected = {(e, i) for e in range(EPOCHS) for i in range(SAMPLES)}
-    dup = [k for k, n in counts.items() if n != 1]
-    if set(counts) != expected or dup:
-        sys.exit(f"FAIL: samples not trained on exactly once ({len(set(counts) ^ expected)} missing or extra, "
-                 f"{len(dup)} repeated)")
-
-
 def main():
     mpiexec, example, schedule, rule = sys.argv[1:5]
     extra = sys.argv[5:]
@@ -68,8 +57,8 @@ def main():
     with tempfile.TemporaryDirectory(prefix="elastic-py-torch.") as work:
         ref = run(mpiexec, example, reference, rule, os.path.join(work, "ref"), extra)
         el = run(mpiexec, example, schedule, rule, os.path.join(work, "elastic"), extra)
-        check_exactly_once(os.path.join(work, "elastic"))
-        check_exactly_once(os.path.join(work, "ref"))
+        exactly_once(os.path.join(work, "elastic"), EPOCHS, SAMPLES)
+        exactly_once(os.path.join(work, "ref"), EPOCHS, SAMPLES)
         sizes = [int(s.split(":")[0]) for s in schedule.split("->")]
         changes = [b for a, b in zip(sizes, sizes[1:]) if a != b]
         checks = el["rescale_checks"]

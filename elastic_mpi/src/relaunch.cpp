@@ -224,6 +224,7 @@ Status Session::Impl::RestoreBuffers() {
       done.action = "relaunch";
       seen_commands.insert(relaunch_command);
       SendAck(done, true, "");
+      last = RescaleInfo{};  // no change of this world's: a later stop is not a relaunch's
     }
   }
   return Status::Ok();

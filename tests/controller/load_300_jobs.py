@@ -48,7 +48,8 @@ STARTING_REASONS = {"None", "Priority", "Resources"}
 # Timed targets (epochs in the window, the longest epoch, the stream's rate) are benchmark figures:
 # "enforce" (bench.elasticd_load) fails on a miss; "report" (slurm.elasticd_load_100, which also
 # runs in CI's Debian 13 check on the cycles the rest leaves idle) prints them under "timed_targets"
-# and on stderr, and fails only on the exact promises (messages, jobs, tasks).
+# and on stderr, and fails on the exact promises (messages, jobs, tasks) and on loose floors (an
+# epoch ran; none took 10 s or more).
 TIMED_TARGETS = os.environ.get("ELASTIC_LOAD_TIMED_TARGETS", "enforce")
 if TIMED_TARGETS not in ("enforce", "report"):
     sys.exit(f"ELASTIC_LOAD_TIMED_TARGETS='{TIMED_TARGETS}' is neither 'enforce' nor 'report'")
@@ -209,6 +210,11 @@ def main():
         if TIMED_TARGETS == "enforce":
             checks += timed
         else:
+            # Loose floors still hold however busy the machine: elasticd ran epochs under the load,
+            # none of them stalled.
+            checks += [benchtarget.check("epochs_run", len(durations), ">=", 1, factor),
+                       benchtarget.check("epoch_ms_max_stall", max(durations) if durations else None, "<", 10000,
+                                         factor)]
             result["timed_targets"] = timed
             if benchtarget.missed(timed):
                 print(f"elasticd_load: timed figure missed (reported only; bench.elasticd_load enforces it): "

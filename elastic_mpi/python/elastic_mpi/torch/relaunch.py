@@ -49,7 +49,10 @@ def hand_over(job):
     """Rank 0 of a world stopping for a relaunch: the job's state to RUN_DIR/relaunch.torch."""
     if job.session.rank != 0:
         return
-    path = os.path.join(_run_dir(job.session), FILE)
+    run_dir = _run_dir(job.session)
+    if not os.path.exists(os.path.join(run_dir, "relaunch.json")):
+        return  # the runtime wrote no record: no world starts after this one
+    path = os.path.join(run_dir, FILE)
     tmp = path + ".tmp"
     try:
         torch.save(job.state_dict(), tmp)

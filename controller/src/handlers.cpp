@@ -2,6 +2,11 @@
 // type to its handler and to who may send it, and the table's caller check runs before any
 // handler does. A handler speaks for a job only once the check found the job and the caller's
 // right to it.
+//
+// Over 600 lines, on purpose: the table and every handler it names stay together, so that who may
+// send a message and what it does are read in one place (the relaunch path added its branches to
+// the ready and ack handlers it shares with the in-place path). The work behind a handler lives
+// in the controller's other files (lifecycle.cpp, epoch.cpp, moves.cpp, ...).
 #include <algorithm>
 #include <cmath>
 #include <set>

@@ -20,6 +20,11 @@
 // MASTER_ADDR, ...), so that an unmodified torch.distributed script runs at the job's base size.
 // Under mpirun the per-rank values come from the launcher itself, re-executed in front of the
 // program in its hidden mode `--rank-shim OFFSET`.
+//
+// Over 600 lines, on purpose: main() is one sequence (options, rendezvous, registration, the
+// ranks' launch, signal forwarding, relaunches, exit) whose steps share the parsed options and
+// the rendezvous state; the pieces with a life of their own are in this folder already
+// (group_dir, relauncher, torch_env, join_release, private_file).
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>

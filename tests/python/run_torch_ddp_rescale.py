@@ -25,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 
-from sample_ids import exactly_once
+from sample_ids import compare_to_reference, exactly_once
 
 
 # Why these tolerances: float32 training where only the order of additions differs (the world
@@ -99,16 +99,8 @@ def main():
         if abs(factor - batch / 32) > 1e-12 or abs(lr - want) > 1e-9 * want:
             failures.append(f"step at batch {batch}, epoch {epoch}: lr factor {factor}, lr {lr}, expected {want}")
             break
-    loss_rel = abs(el["final_loss"] - ref["final_loss"]) / abs(ref["final_loss"])
-    pa, pb = ref["params"], el["params"]
-    param_rel = max(abs(a - b) for a, b in zip(pa, pb)) / max(1.0, max(abs(a) for a in pa))
-    print(f"final loss: reference {ref['final_loss']:.8f} elastic {el['final_loss']:.8f} relative difference "
-          f"{loss_rel:.3g} (tolerance {LOSS_TOLERANCE:g}); parameters {param_rel:.3g} (tolerance {PARAM_TOLERANCE:g})")
+    failures += compare_to_reference(ref, el, LOSS_TOLERANCE, PARAM_TOLERANCE)
     print(f"epoch train loss: {el['epoch_loss']}")
-    if loss_rel > LOSS_TOLERANCE:
-        failures.append("final loss differs from the reference")
-    if param_rel > PARAM_TOLERANCE:
-        failures.append("parameters differ from the reference")
     if el["final_loss"] >= el["epoch_loss"][0]:
         failures.append("the model did not learn")
     if failures:

@@ -29,7 +29,7 @@ import sys
 import tempfile
 import time
 
-from sample_ids import exactly_once
+from sample_ids import compare_to_reference, exactly_once
 
 LOSS_TOLERANCE = 1e-4
 PARAM_TOLERANCE = 1e-4
@@ -143,14 +143,7 @@ def main():
             failures.append("the ranks' state disagreed (see CHECK FAILED above)")
         if e["job_steps"] != r["job_steps"]:
             failures.append(f"{e['job_steps']} steps, the reference {r['job_steps']}")
-        loss_rel = abs(e["final_loss"] - r["final_loss"]) / abs(r["final_loss"])
-        param_rel = max(abs(a - b) for a, b in zip(r["params"], e["params"])) / max(1.0, max(abs(a) for a in r["params"]))
-        print(f"final loss: reference {r['final_loss']:.8f} relaunched {e['final_loss']:.8f} relative difference "
-              f"{loss_rel:.3g} (tolerance {LOSS_TOLERANCE:g}); parameters {param_rel:.3g} (tolerance {PARAM_TOLERANCE:g})")
-        if loss_rel > LOSS_TOLERANCE:
-            failures.append("final loss differs from the reference")
-        if param_rel > PARAM_TOLERANCE:
-            failures.append("parameters differ from the reference")
+        failures += compare_to_reference(r, e, LOSS_TOLERANCE, PARAM_TOLERANCE, "relaunched")
         if len(e["epoch_loss"]) != EPOCHS:
             failures.append(f"epoch losses {e['epoch_loss']}: not one per epoch (the extras were lost)")
         if os.path.exists(os.path.join(run_dir, "relaunch.torch")):

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 
-from sample_ids import exactly_once
+from sample_ids import compare_to_reference, exactly_once
 
 
 # Why these tolerances: float32 training where only the order of additions differs (each rank
@@ -78,18 +78,9 @@ def main():
             failures.append(f"steps {el['steps']} (session {el['session_step']}), reference {ref['steps']}")
         if el["optimizer_steps"] is not None and any(s != el["steps"] for s in el["optimizer_steps"]):
             failures.append(f"optimizer step counters {set(el['optimizer_steps'])} != steps {el['steps']}")
-        loss_rel = abs(el["final_loss"] - ref["final_loss"]) / abs(ref["final_loss"])
-        pa, pb = ref["params"], el["params"]
-        param_rel = max(abs(a - b) for a, b in zip(pa, pb)) / max(1.0, max(abs(a) for a in pa))
-        print(f"final loss: reference {ref['final_loss']:.8f}  elastic {el['final_loss']:.8f}  "
-              f"relative difference {loss_rel:.3g} (tolerance {LOSS_TOLERANCE:g})")
-        print(f"parameters: relative max difference {param_rel:.3g} (tolerance {PARAM_TOLERANCE:g})")
+        failures += compare_to_reference(ref, el, LOSS_TOLERANCE, PARAM_TOLERANCE)
         print(f"accuracy: reference {ref['accuracy']:.4f} elastic {el['accuracy']:.4f}; epoch train loss "
               f"{el['epoch_train_loss']}")
-        if loss_rel > LOSS_TOLERANCE:
-            failures.append("final loss differs from the reference")
-        if param_rel > PARAM_TOLERANCE:
-            failures.append("parameters differ from the reference")
         if ref["final_loss"] >= el["epoch_train_loss"]["0"]:
             failures.append("the model did not learn")
         if failures:

@@ -191,7 +191,7 @@ std::vector<config::KeySpec> Table(ControllerConfig& c) {
          c.launcher = v;
          return Status::Ok();
        }},
-      {"extensions.ready_timeout", "seconds an extension may take to join before it is cancelled (default 300)",
+      {"extensions.ready_timeout", "seconds an extension may take to be ready, and then to join, before it is cancelled (default 300)",
        [&](std::string_view v) { return Seconds(v, "extensions.ready_timeout", 10, 86400, c.ready_timeout_s); }},
       {"extensions.leave_timeout",
        "seconds a job may take to let an extension leave (from the shrink command to its ack) before the "

@@ -131,13 +131,18 @@ class Controller {
   void Audit(std::optional<uid_t> actor, const std::string& action, uint32_t job, const Json& detail);
   void SetGpus(ElasticJob& job, int gpus);  // closes the open interval, opens one at `gpus`
 
+  // ---- command_delivery.cpp: what a job's runtime receives when it polls
+  // Its commands not acknowledged, in order; a relaunch alone, once those before it are
+  // acknowledged, with its world made then (the commands after it wait with it).
+  nlohmann::json DeliverCommands(ElasticJob& job);
+  // The world of a relaunch of `job` (relaunch_world.h): its relaunch groups in the world (joined
+  // or leaving), with group `add` (0: none) and without `drop` (0: none).
+  Result<nlohmann::json> RelaunchWorldFor(const ElasticJob& job, int add, int drop);
+
   // ---- lifecycle.cpp: extensions and jobs from submission to end
   // by_relaunch: the extension's launcher holds its node (`--hold`) and the group joins by a
   // relaunch of the world over it (ElasticJob::relaunch_groups).
   Status SubmitExtension(ElasticJob& job, const std::string& node, int gpus, bool by_relaunch = false);
-  // The world of a relaunch of `job` (relaunch_world.h): its relaunch groups in the world or
-  // joining, with group `add` (0: none) and without `drop` (0: none) and those leaving.
-  Result<nlohmann::json> RelaunchWorldFor(const ElasticJob& job, int add, int drop);
   // Whether Slurm job `j` is extension `e` of `parent` as elasticd submitted it (its link, its owner).
   bool IsExtensionOf(const JobInfo& j, const ElasticJob& parent, const Extension& e) const;
   void EndExtension(Extension& ext, ExtState state, const std::string& reason, bool cancel);

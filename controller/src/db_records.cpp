@@ -68,7 +68,8 @@ std::vector<Extension> LoadActiveExtensions(Database& db) {
   db.Run(
       "SELECT id, parent, grp, COALESCE(slurm_job, 0), node, gpu_type, gpus, account, token, state, created_at, "
       "COALESCE(joined_at, 0), COALESCE((SELECT MAX(r.requested_at) FROM rescales r WHERE r.job_id = "
-      "extensions.parent AND r.grp = extensions.grp AND r.kind = 'shrink'), 0) "
+      "extensions.parent AND r.grp = extensions.grp AND r.kind = CASE extensions.state WHEN 'leaving' THEN 'shrink' "
+      "ELSE 'grow' END), 0) "
       "FROM extensions WHERE state NOT IN ('left', 'failed', 'cancelled')",
       {}, [&](sqlite3_stmt* st) {
         Extension e;
@@ -87,6 +88,7 @@ std::vector<Extension> LoadActiveExtensions(Database& db) {
         if (auto s = ParseExtState(state)) {
           e.state = *s;
           if (e.state == ExtState::kLeaving) e.leaving_at = Database::Real(st, 12);
+          if (e.state == ExtState::kJoining) e.joining_at = Database::Real(st, 12);
           out.push_back(e);
         } else {
           Log(LogLevel::kError, "controller", "extension ", e.id, " of job ", e.parent, " has the unknown state '",
@@ -122,18 +124,23 @@ int64_t QueueCommand(Database& db, uint32_t job, const nlohmann::json& body, dou
   return db.LastInsertId();
 }
 
-nlohmann::json DeliverCommands(Database& db, uint32_t job) {
-  nlohmann::json commands = nlohmann::json::array();
-  std::vector<int64_t> ids;
-  db.Run("SELECT id, body FROM commands WHERE job_id = ? AND state IN ('queued', 'delivered') ORDER BY id",
+std::vector<OutstandingCommand> OutstandingCommands(Database& db, uint32_t job) {
+  std::vector<OutstandingCommand> out;
+  db.Run("SELECT id, body, state FROM commands WHERE job_id = ? AND state IN ('queued', 'delivered') ORDER BY id",
          {int64_t{job}}, [&](sqlite3_stmt* st) {
-           nlohmann::json body = nlohmann::json::parse(Database::Text(st, 1));
-           body["command"] = Database::Int(st, 0);
-           commands.push_back(body);
-           ids.push_back(Database::Int(st, 0));
+           out.push_back({Database::Int(st, 0), nlohmann::json::parse(Database::Text(st, 1)),
+                          Database::Text(st, 2) == "delivered"});
          });
-  for (int64_t id : ids) db.Run("UPDATE commands SET state = 'delivered' WHERE id = ? AND state = 'queued'", {id});
-  return commands;
+  return out;
+}
+
+void MarkDelivered(Database& db, int64_t command, const nlohmann::json& body) {
+  if (body.is_null()) {
+    db.Run("UPDATE commands SET state = 'delivered' WHERE id = ? AND state = 'queued'", {command});
+  } else {
+    db.Run("UPDATE commands SET state = 'delivered', body = ? WHERE id = ? AND state = 'queued'",
+           {body.dump(), command});
+  }
 }
 
 std::optional<StoredCommand> FindCommand(Database& db, int64_t command, uint32_t job) {

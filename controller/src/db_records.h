@@ -47,9 +47,15 @@ void SetExtensionReason(Database& db, int64_t id, const std::string& reason);
 
 // ---- commands to a job's runtime
 int64_t QueueCommand(Database& db, uint32_t job, const nlohmann::json& body, double now);
-// The job's queued or delivered commands in order (each body with "command": its id); marks the
-// queued ones delivered.
-nlohmann::json DeliverCommands(Database& db, uint32_t job);
+// The job's commands not yet acknowledged (queued or delivered), in the order they were queued.
+struct OutstandingCommand {
+  int64_t id = 0;
+  nlohmann::json body;
+  bool delivered = false;  // sent to the runtime at an earlier poll
+};
+std::vector<OutstandingCommand> OutstandingCommands(Database& db, uint32_t job);
+// Marks a queued command delivered, with `body` as it was sent (null: the body as queued).
+void MarkDelivered(Database& db, int64_t command, const nlohmann::json& body);
 struct StoredCommand {
   nlohmann::json body;
   bool acknowledged = false;  // acked or failed already (its state; queued, delivered, cancelled: not)

@@ -59,6 +59,10 @@ EpochResult Controller::Epoch(const std::vector<NodeInfo>& nodes, const std::vec
   double now = Now();
   std::map<uint32_t, const JobInfo*> by_id;
   for (const auto& j : sjobs) by_id[j.id] = &j;
+  for (auto& [id, job] : registry_.jobs) {  // the leader's node, for the world of a relaunch
+    auto it = by_id.find(id);
+    if (it != by_id.end() && !it->second->node_names.empty()) job.leader_node = it->second->node_names.front();
+  }
 
   if (!dry_run) SyncWithSlurm(by_id, now);
   if (!dry_run) AdvanceMoves(nodes, by_id, now);
@@ -436,16 +440,15 @@ void Controller::LetGo(ElasticJob& job, Extension& e, const PlanInput& in, bool 
   }
   if (e.state == ExtState::kJoined) {
     // A relaunch group leaves by a relaunch over the world without it (its launcher holds the
-    // node; the ranks there end with the world before it).
-    nlohmann::json world;
-    if (job.relaunch_groups.count(e.group)) {
-      auto w = RelaunchWorldFor(job, 0, e.group);
-      if (!w.ok()) {
+    // node; the ranks there end with the world before it), the world as it is when the command
+    // is sent (command_delivery.cpp).
+    const bool by_relaunch = job.relaunch_groups.count(e.group) > 0;
+    if (by_relaunch) {
+      if (auto w = RelaunchWorldFor(job, 0, e.group); !w.ok() && w.status().kind() == ErrorKind::kInvalidArgument) {
         Log(LogLevel::kWarning, kComponent, "job ", job.id, ": group ", e.group, " cannot leave by relaunch: ",
             w.status().message());
         return;
       }
-      world = w.value();
     }
     e.MoveTo(ExtState::kLeaving);
     e.leaving_at = now;  // the runtime has extensions.leave_timeout to carry it out (lifecycle.cpp)
@@ -456,11 +459,11 @@ void Controller::LetGo(ElasticJob& job, Extension& e, const PlanInput& in, bool 
     // below the plan's target, and group sizes need not meet the target exactly).
     const int to = registry_.PlannedGpus(job);
     const int from = to + e.gpus;
-    if (world.is_null()) {
+    if (!by_relaunch) {
       QueueCommand(job.id, {{"action", "shrink"}, {"group", e.group}, {"gpus", to}, {"global_batch", BatchFor(in, job, to)}});
     } else {
       QueueCommand(job.id, {{"action", "relaunch"}, {"op", "shrink"}, {"group", e.group}, {"gpus", to},
-                            {"global_batch", BatchFor(in, job, to)}, {"world", world}});
+                            {"global_batch", BatchFor(in, job, to)}});
     }
     records::StartRescale(*db_, job.id, "shrink", e.group, from, to, now);
     Audit(std::nullopt, "shrink", job.id, {{"group", e.group}, {"from", from}, {"to", to}});

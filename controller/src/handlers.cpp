@@ -367,7 +367,7 @@ nlohmann::json Controller::OnMetrics(const Request& r) {
 
 nlohmann::json Controller::OnPoll(const Request& r) {
   ElasticJob& job = *r.job;
-  return {{"commands", records::DeliverCommands(*db_, job.id)}, {"paused", job.paused || paused_all_}};
+  return {{"commands", DeliverCommands(job)}, {"paused", job.paused || paused_all_}};
 }
 
 nlohmann::json Controller::OnAck(const Request& r) {
@@ -461,20 +461,21 @@ nlohmann::json Controller::OnReady(const Request& r) {
   }
   int from = registry_.CurrentGpus(job);
   e->MoveTo(ExtState::kJoining);
+  e->joining_at = Now();  // its join or relaunch has extensions.ready_timeout from now (lifecycle.cpp)
   SaveExtension(*e);
   // The batch the plan chose for the size this group brings the job to (the current one when it
   // chose none): a growth in several groups passes through each size at that size's batch.
   auto planned_batch = job.grow_batch.find(from + e->gpus);
   const int64_t batch = planned_batch != job.grow_batch.end() ? planned_batch->second : job.batch;
   if (job.relaunch_groups.count(group)) {
-    // Its launcher holds the node and starts no ranks: the world is started again over it.
-    auto world = RelaunchWorldFor(job, group, 0);
-    if (!world.ok()) {
+    // Its launcher holds the node and starts no ranks: the world is started again over it (the
+    // world as it is when the command is sent: command_delivery.cpp).
+    if (auto world = RelaunchWorldFor(job, group, 0); !world.ok() && world.status().kind() == ErrorKind::kInvalidArgument) {
       EndExtension(*e, ExtState::kFailed, "grow by relaunch: " + world.status().message(), true);
       return Json::object();
     }
     QueueCommand(job.id, {{"action", "relaunch"}, {"op", "grow"}, {"group", group}, {"gpus", from + e->gpus},
-                          {"global_batch", batch}, {"world", world.value()}});
+                          {"global_batch", batch}});
   } else {
     QueueCommand(job.id, {{"action", "grow"}, {"group", group}, {"join_token", e->token}, {"gpus", from + e->gpus},
                           {"global_batch", batch}});

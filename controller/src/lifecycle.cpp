@@ -6,7 +6,6 @@
 #include <algorithm>
 
 #include "controller.h"
-#include "relaunch_world.h"
 #include "elastic/common/exit_codes.h"
 #include "elastic/common/extension_link.h"
 #include "elastic/common/join_token.h"
@@ -113,7 +112,11 @@ void Controller::SyncWithSlurm(const std::map<uint32_t, const JobInfo*>& by_id, 
       EndExtension(e, e.InWorld() ? ExtState::kLeft : ExtState::kFailed, "extension job ended", false);
       continue;
     }
-    if (!e.InWorld() && now - e.created_at > config_.ready_timeout_s) {
+    // ready_timeout to be ready (from its submission: Slurm starts it, its launcher registers and
+    // says ready), and again for the join or relaunch that follows (a relaunch waits for the
+    // commands queued before it).
+    const double since = e.state == ExtState::kJoining && e.joining_at > 0 ? e.joining_at : e.created_at;
+    if (!e.InWorld() && now - since > config_.ready_timeout_s) {
       if (e.state == ExtState::kJoining) {
         records::CancelGroupCommands(*db_, e.parent, e.group);
         QueueCommand(e.parent, {{"action", "cancel_grow"}, {"group", e.group}});
@@ -188,23 +191,6 @@ void Controller::RestartLostWorlds(const std::map<uint32_t, const JobInfo*>& by_
         " of at most ", config_.max_restarts, "): it resumes from its last checkpoint");
     FinishRestart(id, "restarted", {{"by", "elasticd"}, {"restarts", j.restarts + 1}});
   }
-}
-
-Result<nlohmann::json> Controller::RelaunchWorldFor(const ElasticJob& job, int add, int drop) {
-  std::string leader;
-  if (slurm_ != nullptr) {
-    auto info = slurm_->LoadJob(job.id);
-    if (!info.ok()) return info.status();
-    if (!info.value().node_names.empty()) leader = info.value().node_names.front();
-  }
-  std::vector<RelaunchMember> members;
-  for (const auto& [id, e] : registry_.extensions) {  // by id: the order they were submitted in
-    if (e.parent != job.id || !job.relaunch_groups.count(e.group) || e.group == drop) continue;
-    if (e.group == add || e.state == ExtState::kJoined || e.state == ExtState::kJoining) {
-      members.push_back({e.node, e.gpus, e.slurm_job});
-    }
-  }
-  return RelaunchWorld(leader, job.launcher.value("ranks", 0), members);
 }
 
 Status Controller::SubmitExtension(ElasticJob& job, const std::string& node, int gpus, bool by_relaunch) {

@@ -37,6 +37,8 @@ struct ElasticJob {
   int base_gpus = 0;
   nlohmann::json spec = nlohmann::json::object();  // gpus_min, gpus_max, gpu_step, batch_*, lr_scaling, model
   std::string state = "running";                   // running | ended | moving (requeued by elasticd for a move)
+  // The first node of its allocation as the last epoch saw it (its leader runs there); not stored.
+  std::string leader_node;
   std::string init_token;
   nlohmann::json launcher;  // argv, cwd, env, rendezvous_uri, topology, grows_onto (null until the launcher reported)
   bool paused = false;
@@ -152,6 +154,9 @@ struct Extension {
   // When its shrink command was queued (state leaving; 0 otherwise). Not a column of its own: on
   // load it is the request time of the group's last shrink in the rescales table.
   double leaving_at = 0;
+  // When its grow command was queued (state joining; 0 otherwise): the join or relaunch under way
+  // has extensions.ready_timeout from then. On load: the request time of the group's last grow.
+  double joining_at = 0;
   bool Active() const;    // holds (or is about to hold) GPUs for its parent
   bool InFlight() const;  // not yet joined, or leaving
   bool InWorld() const;   // its ranks are part of the parent's world: joined or leaving

@@ -1,0 +1,186 @@
+// What a job's runtime receives when it polls (controller/src/command_delivery.cpp), without
+// Slurm: a relaunch goes alone, once the commands before it are acknowledged, with its world
+// made then (a grow before it that failed is not in it); and a group joining by relaunch has
+// extensions.ready_timeout from its grow command, not from its submission.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+
+#include "controller.h"
+#include "db.h"
+#include "db_records.h"
+#include "snapshot.h"
+
+namespace elastic::controller {
+namespace {
+
+// Three nodes of 4 GPUs. Job A runs 2 GPUs on n1, grows by relaunch (its launcher registered
+// "grows_onto": "relaunch" and 2 ranks); its relaunch groups are in the states each test seeds:
+// group 1 (2 GPUs, extension job 90001) on n2, group 2 (2 GPUs, 90002) on n3.
+class CommandDeliveryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/elastic-delivery-test-XXXXXX";
+    const int fd = ::mkstemp(tmpl);
+    ASSERT_GE(fd, 0);
+    ::close(fd);
+    path_ = tmpl;
+    snap_ = GenerateSnapshot(3, 4, 1, 1, 0, 5);
+    ASSERT_EQ(snap_.registry.size(), 1u);
+    nlohmann::json& job = snap_.registry[0];
+    job["base_gpus"] = 2;
+    job["spec"]["gpus_min"] = 2;
+    job["spec"]["gpus_max"] = 6;
+    job["launcher"] = {{"grows_onto", "relaunch"}, {"ranks", 2}};
+    job["relaunch_groups"] = {1, 2};
+    parent_ = job["id"].get<uint32_t>();
+    owner_ = job["uid"].get<uid_t>();
+    JobInfo& base = snap_.jobs[0];
+    base.gpus = 2;
+    base.nodes = "n1";
+    base.node_names = {"n1"};
+    for (int group : {1, 2}) {  // the extension jobs, running
+      JobInfo ext;
+      ext.id = static_cast<uint32_t>(90000 + group);
+      ext.user_id = owner_;
+      ext.state = SlurmJobState::kRunning;
+      ext.gpus = 2;
+      ext.gpu_type = snap_.nodes[0].gpu_type;
+      ext.nodes = "n" + std::to_string(group + 1);
+      ext.node_names = {ext.nodes};
+      snap_.jobs.push_back(ext);
+    }
+    for (auto& n : snap_.nodes) n.gpus_used = 2;
+  }
+  void TearDown() override { std::remove(path_.c_str()); }
+
+  // The job, its groups in `state1` and `state2` (created `age_s` ago), and relaunch commands
+  // queued as elasticd queues them (bodies without a world), in order.
+  void Seed(const std::string& state1, const std::string& state2, const std::vector<nlohmann::json>& commands,
+            double age_s = 10) {
+    auto db = Database::Open(path_);
+    ASSERT_TRUE(db.ok());
+    SeedRegistry(*db.value(), snap_.registry);
+    const double t = Now() - age_s;
+    SeedExtension(*db.value(), parent_, 1, 90001, "n2", snap_.nodes[0].gpu_type, 2, state1, t,
+                  state1 == "joined" ? t : 0);
+    SeedExtension(*db.value(), parent_, 2, 90002, "n3", snap_.nodes[0].gpu_type, 2, state2, t,
+                  state2 == "joined" ? t : 0);
+    for (const auto& body : commands) records::QueueCommand(*db.value(), parent_, body, t);
+  }
+
+  std::unique_ptr<Controller> Start() {
+    ControllerConfig cfg;
+    cfg.min_rescale_interval_s = 0;
+    auto db = Database::Open(path_);
+    EXPECT_TRUE(db.ok());
+    auto ctl = std::make_unique<Controller>(cfg, std::move(db).value(), nullptr);
+    ctl->Epoch(snap_.nodes, snap_.jobs, /*dry_run=*/true);  // elasticd's view of the job's node
+    return ctl;
+  }
+
+  nlohmann::json Poll(Controller& ctl) {
+    nlohmann::json r = ctl.Handle(owner_, {{"v", 1}, {"type", "poll"}, {"id", ++id_}, {"job", parent_}, {"wait_ms", 0}});
+    EXPECT_TRUE(r.value("ok", false)) << r.dump();
+    return r["commands"];
+  }
+
+  nlohmann::json Ack(Controller& ctl, const nlohmann::json& cmd, bool ok) {
+    nlohmann::json msg = {{"v", 1}, {"type", "ack"}, {"id", ++id_}, {"job", parent_}, {"command", cmd["command"]},
+                          {"ok", ok}};
+    if (!ok) msg["error"] = "the new world did not start";
+    return ctl.Handle(owner_, msg);
+  }
+
+  // The nodes of a relaunch command's world, in order ("n1:2,n2:2").
+  static std::string Nodes(const nlohmann::json& cmd) {
+    std::string out;
+    for (const auto& w : cmd.at("world")) {
+      out += (out.empty() ? "" : ",") + w["node"].get<std::string>() + ":" + std::to_string(w["ranks"].get<int>());
+    }
+    return out;
+  }
+
+  std::string path_;
+  RecordedSnapshot snap_;
+  uint32_t parent_ = 0;
+  uid_t owner_ = 0;
+  int id_ = 0;
+};
+
+const nlohmann::json kGrow1 = {{"action", "relaunch"}, {"op", "grow"}, {"group", 1}, {"gpus", 4}, {"global_batch", 128}};
+const nlohmann::json kGrow2 = {{"action", "relaunch"}, {"op", "grow"}, {"group", 2}, {"gpus", 6}, {"global_batch", 192}};
+
+TEST_F(CommandDeliveryTest, ARelaunchQueuedBehindAFailedGrowLeavesItsNodeOut) {
+  // Both groups became ready in one epoch: two relaunches queued, one per group.
+  Seed("joining", "joining", {kGrow1, kGrow2});
+  auto ctl = Start();
+  nlohmann::json cmds = Poll(*ctl);
+  ASSERT_EQ(cmds.size(), 1u) << "the second relaunch waits for the first: " << cmds.dump();
+  EXPECT_EQ(cmds[0]["group"], 1);
+  EXPECT_EQ(Nodes(cmds[0]), "n1:2,n2:2") << "group 1 joins; group 2 is not in the world yet";
+  EXPECT_EQ(cmds[0]["world"][1]["agent"].dump().find("--jobid=90001") != std::string::npos, true) << cmds.dump();
+  // Sent again, unchanged, until it is acknowledged.
+  nlohmann::json again = Poll(*ctl);
+  ASSERT_EQ(again.size(), 1u) << again.dump();
+  EXPECT_EQ(again[0], cmds[0]);
+
+  // Group 1's relaunch fails: its extension ends, and the next relaunch's world leaves n2 out.
+  ASSERT_TRUE(Ack(*ctl, cmds[0], false).value("ok", false));
+  nlohmann::json next = Poll(*ctl);
+  ASSERT_EQ(next.size(), 1u) << next.dump();
+  EXPECT_EQ(next[0]["group"], 2);
+  EXPECT_EQ(Nodes(next[0]), "n1:2,n3:2") << next.dump();
+}
+
+TEST_F(CommandDeliveryTest, ARelaunchWaitsForTheCommandsBeforeItAndTheOnesAfterItWaitWithIt) {
+  // Group 1 joined; a set_batch is delivered and not acknowledged; then group 1 leaves by
+  // relaunch, and a later set_batch follows it.
+  Seed("leaving", "cancelled",
+       {{{"action", "set_batch"}, {"global_batch", 256}},
+        {{"action", "relaunch"}, {"op", "shrink"}, {"group", 1}, {"gpus", 2}, {"global_batch", 64}},
+        {{"action", "set_batch"}, {"global_batch", 96}}});
+  auto ctl = Start();
+  nlohmann::json cmds = Poll(*ctl);
+  ASSERT_EQ(cmds.size(), 1u) << cmds.dump();
+  EXPECT_EQ(cmds[0]["action"], "set_batch");
+  EXPECT_EQ(cmds[0]["global_batch"], 256);
+  ASSERT_TRUE(Ack(*ctl, cmds[0], true).value("ok", false));
+
+  cmds = Poll(*ctl);
+  ASSERT_EQ(cmds.size(), 2u) << "the relaunch, and the command after it: " << cmds.dump();
+  EXPECT_EQ(cmds[0]["action"], "relaunch");
+  EXPECT_EQ(Nodes(cmds[0]), "n1:2") << "group 1 leaves: the leader's node alone";
+  EXPECT_EQ(cmds[1]["global_batch"], 96);
+}
+
+TEST_F(CommandDeliveryTest, AGroupJoiningByRelaunchHasReadyTimeoutFromItsGrowCommand) {
+  // Group 1 was submitted 400 s ago (longer than ready_timeout, 300 s), became ready and its
+  // relaunch was queued 5 s ago: it is not cancelled. Group 2, submitted as long ago and never
+  // ready, is.
+  snap_.registry[0]["spec"]["gpus_max"] = 4;  // the plan wants no more than group 1 brings
+  Seed("joining", "submitted", {kGrow1}, 400);
+  {
+    auto db = Database::Open(path_);
+    ASSERT_TRUE(db.ok());
+    records::StartRescale(*db.value(), parent_, "grow", 1, 2, 4, Now() - 5);
+  }
+  auto ctl = Start();
+  ctl->Epoch(snap_.nodes, snap_.jobs, /*dry_run=*/false);
+  const nlohmann::json status = ctl->Handle(owner_, {{"v", 1}, {"type", "status"}, {"id", 1}});
+  std::map<int, std::string> states;
+  for (const auto& j : status["jobs"]) {
+    if (j["job_id"] != parent_) continue;
+    for (const auto& e : j["extensions"]) states[e["group"].get<int>()] = e["state"].get<std::string>();
+  }
+  EXPECT_EQ(states[1], "joining") << status.dump();
+  EXPECT_EQ(states.count(2), 0u) << "group 2 did not become ready within ready_timeout: " << status.dump();
+  nlohmann::json cmds = Poll(*ctl);
+  ASSERT_EQ(cmds.size(), 1u) << cmds.dump();
+  EXPECT_EQ(Nodes(cmds[0]), "n1:2,n2:2");
+}
+
+}  // namespace
+}  // namespace elastic::controller

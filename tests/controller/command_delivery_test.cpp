@@ -3,15 +3,15 @@
 // made then (a grow before it that failed is not in it); and a group joining by relaunch has
 // extensions.ready_timeout from its grow command, not from its submission.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <cstdio>
 #include <string>
 
 #include "controller.h"
 #include "db.h"
 #include "db_records.h"
+#include "running_extension.h"
 #include "snapshot.h"
+#include "state_file.h"
 
 namespace elastic::controller {
 namespace {
@@ -22,11 +22,6 @@ namespace {
 class CommandDeliveryTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/elastic-delivery-test-XXXXXX";
-    const int fd = ::mkstemp(tmpl);
-    ASSERT_GE(fd, 0);
-    ::close(fd);
-    path_ = tmpl;
     snap_ = GenerateSnapshot(3, 4, 1, 1, 0, 5);
     ASSERT_EQ(snap_.registry.size(), 1u);
     nlohmann::json& job = snap_.registry[0];
@@ -42,19 +37,11 @@ class CommandDeliveryTest : public ::testing::Test {
     base.nodes = "n1";
     base.node_names = {"n1"};
     for (int group : {1, 2}) {  // the extension jobs, running
-      JobInfo ext;
-      ext.id = static_cast<uint32_t>(90000 + group);
-      ext.user_id = owner_;
-      ext.state = SlurmJobState::kRunning;
-      ext.gpus = 2;
-      ext.gpu_type = snap_.nodes[0].gpu_type;
-      ext.nodes = "n" + std::to_string(group + 1);
-      ext.node_names = {ext.nodes};
-      snap_.jobs.push_back(ext);
+      snap_.jobs.push_back(RunningExtensionJob(static_cast<uint32_t>(90000 + group), owner_,
+                                               "n" + std::to_string(group + 1), snap_.nodes[0].gpu_type, 2));
     }
     for (auto& n : snap_.nodes) n.gpus_used = 2;
   }
-  void TearDown() override { std::remove(path_.c_str()); }
 
   // The job, its groups in `state1` and `state2` (created `age_s` ago), and relaunch commands
   // queued as elasticd queues them (bodies without a world), in order.
@@ -72,11 +59,7 @@ class CommandDeliveryTest : public ::testing::Test {
   }
 
   std::unique_ptr<Controller> Start() {
-    ControllerConfig cfg;
-    cfg.min_rescale_interval_s = 0;
-    auto db = Database::Open(path_);
-    EXPECT_TRUE(db.ok());
-    auto ctl = std::make_unique<Controller>(cfg, std::move(db).value(), nullptr);
+    auto ctl = state_.OpenController({});
     ctl->Epoch(snap_.nodes, snap_.jobs, /*dry_run=*/true);  // elasticd's view of the job's node
     return ctl;
   }
@@ -103,7 +86,8 @@ class CommandDeliveryTest : public ::testing::Test {
     return out;
   }
 
-  std::string path_;
+  StateFile state_;
+  const std::string& path_ = state_.path();
   RecordedSnapshot snap_;
   uint32_t parent_ = 0;
   uid_t owner_ = 0;

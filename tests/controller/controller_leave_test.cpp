@@ -4,17 +4,17 @@
 // carries out ends at extensions.leave_timeout, in the epoch that passes it and after a restart
 // of elasticd alike.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <chrono>
-#include <cstdio>
 #include <string>
 #include <thread>
 #include <tuple>
 
 #include "controller.h"
 #include "db.h"
+#include "running_extension.h"
 #include "snapshot.h"
+#include "state_file.h"
 #include "waiting_job.h"
 
 namespace elastic::controller {
@@ -27,11 +27,6 @@ namespace {
 class LeaveTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/elastic-leave-test-XXXXXX";
-    const int fd = ::mkstemp(tmpl);
-    ASSERT_GE(fd, 0);
-    ::close(fd);
-    path_ = tmpl;
     snap_ = GenerateSnapshot(2, 4, 1, 2, 0, 3);
     ASSERT_EQ(snap_.registry.size(), 2u);
     snap_.registry[1]["samples"] = snap_.registry[0]["samples"];
@@ -47,17 +42,11 @@ class LeaveTest : public ::testing::Test {
     parent_ = snap_.registry[0]["id"].get<uint32_t>();
     owner_ = snap_.registry[0]["uid"].get<uid_t>();
     for (int group : {1, 2}) {
-      JobInfo ext;
-      ext.id = static_cast<uint32_t>(90000 + group);
-      ext.user_id = owner_;
-      ext.state = SlurmJobState::kRunning;
-      ext.gpus = 2;
-      ext.gpu_type = snap_.nodes[0].gpu_type;
-      ext.nodes = group == 1 ? snap_.nodes[1].name : snap_.nodes[0].name;
-      snap_.jobs.push_back(ext);
+      const std::string& node = group == 1 ? snap_.nodes[1].name : snap_.nodes[0].name;
+      snap_.jobs.push_back(
+          RunningExtensionJob(static_cast<uint32_t>(90000 + group), owner_, node, snap_.nodes[0].gpu_type, 2));
     }
   }
-  void TearDown() override { std::remove(path_.c_str()); }
 
   // Seeds the database: the jobs, and the extensions in `state` (group 1 in `state1`), each with
   // the shrink requested `shrink_age_s` ago when it is leaving.
@@ -86,12 +75,7 @@ class LeaveTest : public ::testing::Test {
     Seed("joined", "joined");
   }
 
-  std::unique_ptr<Controller> Start(ControllerConfig cfg) {
-    cfg.min_rescale_interval_s = 0;
-    auto db = Database::Open(path_);
-    EXPECT_TRUE(db.ok());
-    return std::make_unique<Controller>(cfg, std::move(db).value(), nullptr);
-  }
+  std::unique_ptr<Controller> Start(ControllerConfig cfg) { return state_.OpenController(cfg); }
 
   // Job A's decision in an enacted epoch.
   nlohmann::json Decision(Controller& ctl) {
@@ -122,7 +106,8 @@ class LeaveTest : public ::testing::Test {
     return out;
   }
 
-  std::string path_;
+  StateFile state_;
+  const std::string& path_ = state_.path();
   RecordedSnapshot snap_;
   uint32_t parent_ = 0;
   uid_t owner_ = 0;
@@ -249,7 +234,7 @@ TEST_F(LeaveTest, TheDeadlineCountsFromTheShrinkRequestAcrossARestart) {
   // 100 s ago: not yet; 400 s ago with leave_timeout 0 (off): never.
   for (auto [age, timeout, ends] : {std::tuple{400.0, 300.0, true}, std::tuple{100.0, 300.0, false},
                                     std::tuple{400.0, 0.0, false}}) {
-    TearDown();  // a fresh database and view for each case
+    state_.Renew();  // a fresh database and view for each case
     SetUp();
     Seed("leaving", "joined", age);
     ControllerConfig cfg;

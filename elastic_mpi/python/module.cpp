@@ -22,6 +22,9 @@ PYBIND11_MODULE(_core, m) {
       "Elastic data-parallel training on the elastic_mpi runtime: sessions that grow and shrink at "
       "step boundaries, state hand-over without copies, exactly-once sharding, learning-rate rules.";
   bind::BindErrors(m);
+  // The exit status of a rank whose world broke (a peer died, a state that did not come through):
+  // elasticd requeues a job whose batch script ends with it (docs/interfaces.md, exit codes).
+  m.attr("EXIT_WORLD_LOST") = elastic::mpi::kExitWorldLost;
   bind::BindScaling(m);
   bind::BindSharding(m);
   bind::BindOptions(m);

@@ -46,6 +46,9 @@ def parse_args(argv):
     p.add_argument("--out")
     p.add_argument("--ids-dir")
     p.add_argument("--sleep-ms", type=float, default=0, help="a pause after each step (a slower job to change)")
+    p.add_argument("--break-relaunch-state", action="store_true",
+                   help="rank 0 of a world that stops for a relaunch overwrites the torch state it handed over "
+                        "(RUN_DIR/relaunch.torch) with bytes torch cannot read, as a damaged file would be")
     return p.parse_args(argv)
 
 
@@ -108,6 +111,7 @@ def main(argv):
     problems = []
     steps = []  # rank 0: [world size, global batch, lr factor, lr, epoch] per step
     ids = open(os.path.join(args.ids_dir, f"ids.{os.getpid()}"), "a") if args.ids_dir else None
+    first_rank = job.rank == 0  # (the session is closed once the job stops)
     try:
         for epoch in job.epochs(args.epochs):
             total = torch.zeros(2, dtype=torch.float64, device=device)
@@ -151,6 +155,10 @@ def main(argv):
     finally:
         if ids is not None:
             ids.close()
+        handed_over = os.path.join(os.environ.get("ELASTIC_RUN_DIR", ""), "relaunch.torch")
+        if args.break_relaunch_state and first_rank and os.path.exists(handed_over):
+            with open(handed_over, "wb") as f:
+                f.write(b"not a torch file")
     # The hand-over's own path on this rank's tensors (CPU or its GPU): the state through
     # torch.save into memory and back leaves everything as it was.
     before = fingerprint(model, optimizer, scheduler, job, extras, device)

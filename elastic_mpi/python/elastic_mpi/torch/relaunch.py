@@ -11,7 +11,11 @@ random generators, extras: Job.state_dict()) is not registered with it, so it go
   runtime's state as the job's checkpoint instead of starting a world without the torch state;
 * the new world's rank 0 (the session says relaunched) reads it, every rank receives it from rank
   0 as newcomers do (handover.broadcast), loads it (Job.load_state_dict, random generators
-  included), and rank 0 removes the file.
+  included), and rank 0 removes the file. When rank 0 cannot read it (missing, truncated, not a
+  torch file), every rank ends with elastic_mpi.EXIT_WORLD_LOST (75) after rank 0 printed why: the
+  world's state did not come through, so elasticd requeues the job and it resumes from its own
+  last checkpoint, as after any broken world (the runtime's state, already taken by this world,
+  does not hold the model).
 
 RUN_DIR is the job's run directory (ELASTIC_RUN_DIR, which elastic-launch sets; the relaunch
 record lies there). The file is on disk, not in memory: a relaunch that does not complete leaves
@@ -19,9 +23,12 @@ no memory held, and the next relaunch writes it anew.
 """
 
 import os
+import sys
 
 import numpy as np
 import torch
+
+import elastic_mpi
 
 from . import handover
 
@@ -87,8 +94,12 @@ def take(job):
     verdict[0] = 1.0 if session.rank == 0 and error is not None else 0.0
     session.allreduce(verdict)
     if verdict[0] > 0:
-        raise RuntimeError(error if session.rank == 0 else "elastic_mpi.torch: rank 0 could not read the relaunch "
-                                                           "state (see its error)")
+        print(error if session.rank == 0 else "elastic_mpi.torch: rank 0 could not read the relaunch state (see its "
+                                              "error)", file=sys.stderr, flush=True)
+        if session.rank == 0:
+            print(f"elastic_mpi.torch: the world's state did not come through: exit {elastic_mpi.EXIT_WORLD_LOST} "
+                  "(elasticd requeues the job; it resumes from its last checkpoint)", file=sys.stderr, flush=True)
+        raise SystemExit(elastic_mpi.EXIT_WORLD_LOST)
     state = handover.broadcast(session, state, receiving=session.rank != 0)
     job.load_state_dict(state)
     if session.rank == 0:

@@ -41,9 +41,11 @@ nlohmann::json Controller::DeliverCommands(ElasticJob& job) {
         auto world = RelaunchWorldFor(job, grow ? group : 0, grow ? 0 : group);
         if (!world.ok()) {
           // Sent at a later poll; the group's deadline (ready_timeout, leave_timeout) ends it if
-          // the world can never be made.
-          Log(LogLevel::kWarning, kComponent, "job ", job.id, ": relaunch for group ", group,
-              " held back: its world cannot be made now: ", world.status().message());
+          // the world can never be made. Not yet known (no epoch since elasticd started) is no
+          // fault: polls come every second, and the first epoch soon.
+          Log(world.status().kind() == ErrorKind::kUnavailable ? LogLevel::kVerbose : LogLevel::kWarning, kComponent,
+              "job ", job.id, ": relaunch for group ", group, " held back: its world cannot be made now: ",
+              world.status().message());
           break;
         }
         body["world"] = world.value();

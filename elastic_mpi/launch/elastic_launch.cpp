@@ -616,7 +616,8 @@ int main(int argc, char** argv) {
                                             o.uri_file, o.wait_s},
                                            std::move(hooks), &server, &server_cmd);
     bool failed = false;
-    while (rc == 0 && !g_terminating && relauncher.Asked()) {
+    while (!g_terminating && relauncher.Continues(rc)) {
+      relauncher.ClearSignalled();
       auto world = relauncher.Next(&group);
       if (!world.ok()) {
         std::fprintf(stderr, "elastic-launch: relaunch: %s\n", world.status().message().c_str());
@@ -637,6 +638,8 @@ int main(int argc, char** argv) {
     // and the exit status elasticd restarts a job from its checkpoint for (interfaces.md section 7).
     if (relauncher.Finish(CheckpointPath(o, config)) && !g_terminating) rc = elastic::kExitWorldLost;
     else if (failed) rc = static_cast<int>(kExitLaunch);
+    if (!g_terminating) rc = relauncher.AfterNodesTaken(rc);
+    relauncher.ClearSignalled();
     spans_others = relauncher.spans_others();
   }
   // Other groups may still be ending through this launcher's rendezvous (mpi_stack.h); a DVM

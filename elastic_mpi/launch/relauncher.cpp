@@ -1,6 +1,7 @@
 // The leader launcher's relaunch (relauncher.h).
 #include "relauncher.h"
 
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -36,6 +37,54 @@ bool Relauncher::Asked() const {
   struct stat st {};
   return stat((s_.run_dir + "/" + mpi::kRelaunchRecord).c_str(), &st) == 0;
 }
+
+namespace {
+
+// The SIGTERM marks in the run dir: sigterm.<node> (relaunch.h).
+std::vector<std::string> Marks(const std::string& run_dir) {
+  std::vector<std::string> nodes;
+  DIR* d = opendir(run_dir.c_str());
+  if (d == nullptr) return nodes;
+  const std::string prefix = mpi::kSignalledPrefix;
+  while (const struct dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.size() > prefix.size() && name.compare(0, prefix.size(), prefix) == 0) {
+      nodes.push_back(name.substr(prefix.size()));
+    }
+  }
+  closedir(d);
+  return nodes;
+}
+
+void ClearMarks(const std::string& run_dir) {
+  for (const std::string& node : Marks(run_dir)) unlink((run_dir + "/" + mpi::kSignalledPrefix + node).c_str());
+}
+
+}  // namespace
+
+bool Relauncher::Continues(int rc) const {
+  if (!Asked()) return false;
+  if (rc == 0) return true;
+  auto j = ReadRecord(s_.run_dir + "/" + mpi::kRelaunchRecord);
+  if (!j.ok() || !j.value().contains("left_nodes") || j.value()["left_nodes"].empty()) return false;
+  std::fprintf(stderr, "elastic-launch: the world ended with status %d after its ranks on %s got SIGTERM (the job "
+               "holding the node ends); its record is whole: the world is started again without them\n",
+               rc, j.value()["left_nodes"].dump().c_str());
+  return true;
+}
+
+int Relauncher::AfterNodesTaken(int rc) const {
+  if (rc == 0 || rc == kExitWorldLost) return rc;
+  std::vector<std::string> gone = Marks(s_.run_dir);
+  std::erase(gone, mpi::ThisNodeName());
+  if (gone.empty()) return rc;
+  std::fprintf(stderr, "elastic-launch: the world ended with status %d when its ranks on %s got SIGTERM (the job "
+               "holding the node ends) before it could go on without them: exit %d, the job is restarted from its "
+               "last checkpoint\n", rc, nlohmann::json(gone).dump().c_str(), kExitWorldLost);
+  return kExitWorldLost;
+}
+
+void Relauncher::ClearSignalled() const { ClearMarks(s_.run_dir); }
 
 Result<int> Relauncher::Next(mpi::stack::GroupLaunch* group) {
   const std::string taken = record();
@@ -143,6 +192,7 @@ bool KeepAsCheckpoint(const std::string& state, const std::string& checkpoint_pa
 }
 
 void KeepLeftoverRecord(const std::string& run_dir, const std::string& checkpoint_path) {
+  ClearMarks(run_dir);  // SIGTERM marks of its worlds (relaunch.h)
   const std::string path = run_dir + "/" + mpi::kRelaunchRecord;
   auto j = ReadRecord(path);
   unlink(path.c_str());

@@ -38,6 +38,17 @@ class Relauncher {
 
   // Whether the world that just ended asked for a relaunch (its record is there).
   bool Asked() const;
+  // Whether to start the next world after one that ended with status rc: when it asked for a
+  // relaunch and ended 0, or ended otherwise after its rank 0 wrote a record without nodes taken
+  // away (SIGTERM to the ranks there: the job holding them ends), whose daemons may end first
+  // and take the DVM's job down.
+  bool Continues(int rc) const;
+  // The launcher's status after its last world ended with rc: 75 (elasticd restarts the job from
+  // its last checkpoint) when rc is another failure and ranks on other nodes got SIGTERM (their
+  // nodes were taken before rank 0 could start the world again without them), else rc.
+  int AfterNodesTaken(int rc) const;
+  // Before a world starts and at the end: the SIGTERM marks (relaunch.h) are removed.
+  void ClearSignalled() const;
   // Takes the record and makes ready the next world: the rendezvous again where needed, and
   // *group's ranks (all of them) and hosts. Returns the ranks on this node. kInvalidArgument (a
   // bad record, or a world this MPI cannot relaunch), kUnavailable (the rendezvous did not start).
@@ -69,7 +80,7 @@ bool KeepAsCheckpoint(const std::string& state, const std::string& checkpoint_pa
 
 // At the leader's start: a record of an earlier run of the job (requeued; its launcher killed
 // before it took the record) is not this world's to act on, but its state, if still there, is
-// the job's newest: made the checkpoint.
+// the job's newest: made the checkpoint. Its worlds' SIGTERM marks are removed.
 void KeepLeftoverRecord(const std::string& run_dir, const std::string& checkpoint_path);
 
 // `elastic-launch --agent RECORD NODE COMMAND...`: what the DVM runs to start its daemon on NODE;

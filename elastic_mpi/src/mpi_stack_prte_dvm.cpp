@@ -18,6 +18,7 @@
 #include <string_view>
 #include <thread>
 
+#include "relaunch.h"
 #include "session_dir.h"
 
 namespace elastic::mpi::stack {
@@ -34,15 +35,6 @@ bool Set(const char* name) {
 void Placement(bool oversubscribe, std::vector<std::string>* cmd) {
   cmd->insert(cmd->end(), {"--map-by", ":OVERSUBSCRIBE"});
   if (oversubscribe) cmd->insert(cmd->end(), {"--bind-to", "none"});
-}
-
-// This node as the DVM names it: the host name without its domain (PRRTE's default).
-std::string ThisNode() {
-  char name[256] = {};
-  if (gethostname(name, sizeof name - 1) != 0) return "localhost";
-  std::string node = name;
-  if (const auto dot = node.find('.'); dot != std::string::npos && dot > 0) node.resize(dot);
-  return node;
 }
 
 // Whether the network interface of that name is a loopback interface.
@@ -111,7 +103,7 @@ std::vector<std::string> GroupCommand(const GroupLaunch& launch, std::vector<std
   // 77) instead of running elsewhere (docs/interfaces.md section 5).
   std::vector<std::string> cmd = {launch.mpirun, "--dvm", "file:" + launch.uri_file, "-n",
                                   std::to_string(launch.ranks), "--host",
-                                  launch.hosts.empty() ? ThisNode() + ":" + std::to_string(launch.ranks) : launch.hosts};
+                                  launch.hosts.empty() ? ThisNodeName() + ":" + std::to_string(launch.ranks) : launch.hosts};
   OwnSessionDir(&cmd);
   Placement(launch.oversubscribe, &cmd);
   cmd.insert(cmd.end(), launch.rank_shim.begin(), launch.rank_shim.end());

@@ -9,11 +9,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <vector>
 
@@ -101,6 +103,9 @@ Status Session::Impl::Relaunch(int new_size, std::string* refusal) {
                        // holds the state (RestoreBuffers), not this one as it stops.
                        {"command", current_command ? current_command->id : 0},
                        {"meta", nlohmann::json::parse(MetaJson(0))}};
+      // Nodes taken away: the launcher starts this world even though the old one may end with
+      // an error (its daemons there end with them).
+      if (!relaunch_left_nodes.empty()) j["left_nodes"] = relaunch_left_nodes;
       {
         std::ofstream out(tmp, std::ios::trunc);
         out << j.dump() << "\n";
@@ -132,6 +137,61 @@ Status Session::Impl::Relaunch(int new_size, std::string* refusal) {
   return Status::Ok();
 }
 
+// A node of a relaunched world is held by another Slurm job (elasticd's extension), which may
+// end from outside: scancel, preemption, its time limit. Its ranks get SIGTERM, and soon after
+// its daemon ends, and with it the world. They are not the job's end: the world is started again
+// without those nodes at once, from the state in memory (docs/runtime.md, "A node taken away").
+Status Session::Impl::WorldWithoutSignalledNodes(bool signalled, int* ranks_left) {
+  *ranks_left = 0;
+  constexpr int kName = 256;
+  std::array<char, kName> mine{};
+  if (signalled) std::snprintf(mine.data(), mine.size(), "%s", ThisNodeName().c_str());
+  std::vector<char> all(rank == 0 ? static_cast<std::size_t>(kName) * static_cast<std::size_t>(size) : 0);
+  ELASTIC_MPI_CHECK(MPI_Gather(mine.data(), kName, MPI_CHAR, all.data(), kName, MPI_CHAR, 0, world));
+  int ranks = 0;
+  if (rank == 0) {
+    std::set<std::string> signalled_nodes;
+    for (int r = 0; r < size; ++r) {
+      const char* name = all.data() + static_cast<std::size_t>(r) * kName;
+      if (name[0] != '\0') signalled_nodes.insert(std::string(name, strnlen(name, kName)));
+    }
+    auto nodes = ParseRelaunchWorld(nlohmann::json::parse(relaunched_world.empty() ? "null" : relaunched_world,
+                                                          nullptr, false));
+    std::string why;
+    nlohmann::json kept = nlohmann::json::array();
+    nlohmann::json gone = nlohmann::json::array();
+    if (!nodes.ok()) why = "this world's record has no usable world: " + nodes.status().message();
+    for (const RelaunchNode& n : nodes.ok() ? nodes.value() : std::vector<RelaunchNode>{}) {
+      if (!signalled_nodes.count(n.node)) {
+        nlohmann::json e{{"node", n.node}, {"ranks", n.ranks}};
+        if (!n.agent.empty()) e["agent"] = n.agent;
+        kept.push_back(std::move(e));
+        ranks += n.ranks;
+        continue;
+      }
+      signalled_nodes.erase(n.node);
+      if (n.agent.empty()) why = "ranks on the launcher's node " + n.node + " got it (the job itself ends)";
+      gone.push_back(n.node);
+    }
+    if (why.empty() && !signalled_nodes.empty()) {
+      why = "ranks on " + *signalled_nodes.begin() + ", a node this world's record does not name, got it";
+    }
+    if (!why.empty() || gone.empty()) {
+      Log(LogLevel::kVerbose, kComponent, "SIGTERM: the job stops (", why.empty() ? "no node to leave" : why, ")");
+      ranks = 0;
+    } else {
+      Log(LogLevel::kWarning, kComponent, "SIGTERM to the ranks on ", gone.dump(),
+          ": the job that holds the node ends (scancel, preemption or its time limit); the world is started again "
+          "without it, ", size, " -> ", ranks, " ranks");
+      relaunch_world = kept.dump();
+      relaunch_left_nodes = gone;
+    }
+  }
+  ELASTIC_MPI_CHECK(MPI_Bcast(&ranks, 1, MPI_INT, 0, world));
+  *ranks_left = ranks;
+  return Status::Ok();
+}
+
 Status Session::Impl::RestoreMeta() {
   std::string meta;
   std::string error;
@@ -144,6 +204,7 @@ Status Session::Impl::RestoreMeta() {
       const auto j = nlohmann::json::parse(text.str());
       meta = j.at("meta").dump();
       relaunched_state = j.at("state").get<std::string>();
+      relaunched_world = j.at("world").dump();
       relaunch_stopped_at = j.value("stopped_at", 0.0);
       relaunch_command = j.value("command", std::int64_t{0});
     } catch (const std::exception& e) {

@@ -23,6 +23,10 @@ namespace elastic::mpi {
 
 inline constexpr char kRelaunchRecord[] = "relaunch.json";       // written by rank 0
 inline constexpr char kRelaunchedRecord[] = "relaunched.json";   // the launcher's, once taken
+// A relaunched world's rank that gets SIGTERM creates <run dir>/sigterm.<its node> (from the
+// signal handler): the launcher learns from it which nodes were taken from the world when the
+// world ends before its rank 0 could say so (docs/runtime.md, "A node taken away").
+inline constexpr char kSignalledPrefix[] = "sigterm.";
 
 struct RelaunchNode {
   std::string node;
@@ -37,5 +41,9 @@ Result<std::vector<RelaunchNode>> ParseRelaunchWorld(const nlohmann::json& world
 
 // The world's ranks in all, or ParseRelaunchWorld's error.
 Result<std::int64_t> RelaunchWorldRanks(const nlohmann::json& world);
+
+// This node's name as a world names it and as the DVM does (PRRTE's default): the host name up
+// to its first dot ("localhost" when there is none).
+std::string ThisNodeName();
 
 }  // namespace elastic::mpi

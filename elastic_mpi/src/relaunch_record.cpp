@@ -1,6 +1,8 @@
 // The relaunch record's world (relaunch.h).
 #include "relaunch.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <set>
 
@@ -49,6 +51,14 @@ Result<std::int64_t> RelaunchWorldRanks(const nlohmann::json& world) {
   std::int64_t ranks = 0;
   for (const RelaunchNode& n : nodes.value()) ranks += n.ranks;
   return ranks;
+}
+
+std::string ThisNodeName() {
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0 || name[0] == '\0') return "localhost";
+  std::string node = name;
+  if (const auto dot = node.find('.'); dot != std::string::npos && dot > 0) node.resize(dot);
+  return node;
 }
 
 }  // namespace elastic::mpi

@@ -5,13 +5,19 @@
 // here say why each step is the way it is.
 #include "elastic_mpi/session.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <array>
+#include <cerrno>
 #include <cmath>
 #include <csignal>
+#include <cstdio>
 
 #include "check.h"
 #include "mpi_stack.h"
 #include "elastic_mpi/sharding.h"
+#include "relaunch.h"
 #include "session_impl.h"
 
 namespace elastic::mpi {
@@ -25,8 +31,20 @@ using detail::Seconds;
 // Set by SIGTERM (scancel, preemption with a grace time): the rank's group leaves at the next
 // rescale point (any joined group; SIGTERM on the base group stops the job). A signal handler
 // may only touch a sig_atomic_t.
+// In a relaunched world the handler also creates <run dir>/sigterm.<node> (relaunch.h), with
+// calls that are safe in a signal handler, so that the launcher knows the node was taken away
+// even when the world ends before the next rescale point.
 volatile std::sig_atomic_t g_terminate = 0;
-extern "C" void OnTerminate(int) { g_terminate = 1; }
+char g_signalled_marker[4096] = {};
+extern "C" void OnTerminate(int) {
+  g_terminate = 1;
+  if (g_signalled_marker[0] != '\0') {
+    const int saved = errno;
+    const int fd = open(g_signalled_marker, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    if (fd >= 0) close(fd);
+    errno = saved;
+  }
+}
 // Set by SIGUSR1 (Slurm's time-limit warning): checkpoint at the next rescale point, go on.
 volatile std::sig_atomic_t g_checkpoint = 0;
 extern "C" void OnCheckpointSignal(int) { g_checkpoint = 1; }
@@ -77,6 +95,10 @@ Result<std::unique_ptr<Session>> Session::Create(SessionOptions options, int* ar
   // EPIPE for Open MPI to ignore, not a SIGPIPE that kills a rank that finished its work.
   std::signal(SIGPIPE, SIG_IGN);
   if (s.options.handle_sigterm) {
+    if (!s.options.relaunch_from.empty() && !s.options.run_dir.empty()) {
+      const std::string marker = s.options.run_dir + "/" + kSignalledPrefix + ThisNodeName();
+      if (marker.size() < sizeof g_signalled_marker) std::snprintf(g_signalled_marker, sizeof g_signalled_marker, "%s", marker.c_str());
+    }
     struct sigaction sa {};
     sa.sa_handler = OnTerminate;
     sigemptyset(&sa.sa_mask);
@@ -308,26 +330,39 @@ Result<bool> Session::RescalePoint() {
     g_checkpoint = 0;
     s.CheckpointAndGoOn();
   }
+  int without = 0;  // > 0: ranks off the launcher's node alone got SIGTERM; the ranks left
   if (packet[4] > 0) {
     const std::size_t index = static_cast<std::size_t>(packet[4] - 1);
-    if (index == 0) {
+    if (index == 0 && s.relaunched) {
+      if (Status st = s.WorldWithoutSignalledNodes(g_terminate != 0, &without); !st.ok()) return st;
+    }
+    if (index == 0 && without > 0) {
+      // Their nodes are being taken away (the jobs that hold them end): the world is started
+      // again without them, whatever rank 0 had decided (relaunch.cpp).
+      if (s.rank == 0 && s.current_command) {  // not carried out now: delivered again later
+        s.pending.insert(s.pending.begin(), *s.current_command);
+        s.current_command.reset();
+      }
+      packet = {static_cast<std::int64_t>(Action::kRelaunch), without, 0, 0, 0, 0};
+    } else if (index == 0) {
       // The base group cannot leave (its ranks are the job): stop everyone, with a checkpoint.
       s.CheckpointBeforeStop();
       if (s.rank == 0) Log(LogLevel::kWarning, kComponent, "SIGTERM on the base group: stopping");
       if (s.rank == 0) s.AckCurrent(false, "the job is stopping (SIGTERM)");
       s.stop = true;
       return true;
-    }
-    // A joined group got SIGTERM (the latest such group, when several did): it leaves now,
-    // whatever rank 0 had decided; an older group leaves as well as the latest.
-    packet = {static_cast<std::int64_t>(Action::kShrink), 0, s.groups[index].id, 0, 0, 0};
-    if (s.rank == 0) {
-      Log(LogLevel::kWarning, kComponent, "group ", s.groups[index].id, " got SIGTERM: it leaves");
-      if (s.current_command) {  // not carried out now: keep it for the next rescale point
-        s.pending.insert(s.pending.begin(), *s.current_command);
-        s.current_command.reset();
+    } else {
+      // A joined group got SIGTERM (the latest such group, when several did): it leaves now,
+      // whatever rank 0 had decided; an older group leaves as well as the latest.
+      packet = {static_cast<std::int64_t>(Action::kShrink), 0, s.groups[index].id, 0, 0, 0};
+      if (s.rank == 0) {
+        Log(LogLevel::kWarning, kComponent, "group ", s.groups[index].id, " got SIGTERM: it leaves");
+        if (s.current_command) {  // not carried out now: keep it for the next rescale point
+          s.pending.insert(s.pending.begin(), *s.current_command);
+          s.current_command.reset();
+        }
+        s.signalled_leave = s.groups[index].id;
       }
-      s.signalled_leave = s.groups[index].id;
     }
   }
   const auto action = static_cast<Action>(packet[0]);
@@ -382,6 +417,13 @@ Result<bool> Session::RescalePoint() {
       break;
   }
   if (!status.ok() || !changed) s.global_batch = s.last.old_batch;
+  if (without > 0 && !s.stop) {
+    // A relaunch without the SIGTERMed nodes that could not hand the state over: the ranks there
+    // end soon, and the world with them. Stop with a checkpoint, as on SIGTERM on the base group.
+    s.CheckpointBeforeStop();
+    s.stop = true;
+    return true;
+  }
   if (!status.ok()) {
     s.last.ok = false;
     s.last.error = status.message();

@@ -188,10 +188,16 @@ struct Session::Impl {
   // (no run dir, no room for the state, a file that cannot be written) leaves nothing behind,
   // sets *refusal (every rank) and returns Ok: the world goes on. Non-Ok: MPI failed.
   Status Relaunch(int new_size, std::string* refusal);
+  // Collective, in a relaunched world where some rank got SIGTERM: *ranks_left > 0 when every
+  // rank that got it (signalled) runs on a node other than the launcher's that the world can do
+  // without; rank 0 then has the world without those nodes as the relaunch's (relaunch.cpp).
+  Status WorldWithoutSignalledNodes(bool signalled, int* ranks_left);
   Status RestoreMeta();           // collective, in Create(): a relaunched world's step, batch, ...
   Status RestoreBuffers();        // collective, in Begin(): its registered state
   bool relaunched = false;        // this world was started again from a relaunch record
   std::string relaunched_state;   // rank 0: the state file it reads in Begin()
+  std::string relaunched_world;   // rank 0: the world this one was started as (its record's)
+  nlohmann::json relaunch_left_nodes = nlohmann::json::array();  // rank 0: taken away, for the record
   double relaunch_stopped_at = 0;  // rank 0: when the world before it stopped (wall clock, s)
   std::int64_t relaunch_command = 0;  // rank 0: elasticd's relaunch command, acknowledged by this world
 };

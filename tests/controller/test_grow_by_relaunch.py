@@ -118,6 +118,60 @@ class GrowByRelaunchTest(ElasticdTestCase):
         once = run([TRAINER, "--verify-ids", ids, "--samples", str(SAMPLES), "--epochs", str(EPOCHS)], check=False)
         self.assertEqual(once.returncode, 0, once.stdout + once.stderr)
 
+    def test_extension_cancelled_from_outside(self):
+        try:
+            self.cancel_extension()
+        except (AssertionError, OSError):
+            wd = job_workdir_of(self)
+            for name in sorted(os.listdir(wd)) if wd else []:
+                if name.endswith(".out"):
+                    print(f"--- {name}\n{read(os.path.join(wd, name))[-3000:]}")
+            print(f"--- elasticd.log\n{self.d.read_log()[-5000:]}")
+            raise
+
+    def cancel_extension(self):
+        """The extension that holds n2 is cancelled from outside (as preemption or its time limit
+        would end it): the ranks there get SIGTERM, their daemon ends with them, and the world is
+        started again on n1 at once from the state in memory; the job trains to the end, every
+        sample exactly once. Before: PRRTE took the whole world down and the job FAILED."""
+        if not by_relaunch():
+            self.skipTest("this build grows in place (Open MPI 4): a cancelled extension's group leaves "
+                          "(slurm.faults)")
+        wd = job_workdir("relaunch-ext-cancelled")
+        self.wd = wd
+        ids = os.path.join(wd, "ids")
+        os.makedirs(ids)
+        os.chmod(ids, 0o777)
+        blocker, proc = sbatch(["-w", "n1", "--gres=gpu:a100:2", "-o", "/dev/null"], script="#!/bin/bash\nsleep 900\n",
+                               workdir=wd)
+        self.assertIsNotNone(blocker, proc.stderr)
+        self.jobs.append(blocker)
+        script = trainer_script(gpus=2, max_gpus=6, gpu_type="a100", samples=SAMPLES, epochs=EPOCHS,
+                                sbatch_lines="#SBATCH -w n1", trainer_args=f"--ids-dir {ids}")
+        job, proc = sbatch([], script=script, workdir=wd)
+        self.assertIsNotNone(job, proc.stderr)
+        self.jobs.append(job)
+        out = os.path.join(wd, f"job-{job}.out")
+        wait_until(lambda: gpus_of(job) == 6, 120, "the job at 6 GPUs")
+        ext = extension_jobs(job)[0][0]
+        wait_until(lambda: re.search(r"relaunch done: 6 ranks at step \d+", read(out)), 60,
+                   "the world relaunched over n1 and n2")
+        run(["scancel", str(ext)])
+        wait_until(lambda: re.search(r"SIGTERM to the ranks on \[\"n2\"\].*6 -> 2 ranks", read(out)), 30,
+                   "rank 0 starting the world again without n2")
+        wait_until(lambda: re.search(r"relaunch done: 2 ranks at step \d+", read(out)), 60,
+                   "the world relaunched on n1 alone")
+        run(["scancel", str(blocker)], check=False)
+        self.assertEqual(wait_job(job, timeout=400), "COMPLETED", read(out)[-3000:])
+        text = read(out)
+        self.assertRegex(text, r"done: \d+ steps, world \d+,")
+        self.assertNotIn("restarted from its last checkpoint", text)
+        at = [int(x) for x in re.findall(r"relaunch at step (\d+)", text)]
+        began = [int(x) for x in re.findall(r"relaunched world of \d+ ranks at step (\d+)", text)]
+        self.assertEqual(at, began, "each world goes on from the step the one before it reached")
+        once = run([TRAINER, "--verify-ids", ids, "--samples", str(SAMPLES), "--epochs", str(EPOCHS)], check=False)
+        self.assertEqual(once.returncode, 0, once.stdout + once.stderr)
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

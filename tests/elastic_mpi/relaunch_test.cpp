@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "elastic/common/exit_codes.h"
 #include "relaunch.h"
 
 namespace {
@@ -217,6 +218,41 @@ TEST_F(RelauncherTest, ALeftoverRecordAtStartIsRemovedAndItsStateKept) {
   WriteRecord(R"([{"node": "n1", "ranks": 2}])", dir_ + "/gone");
   elastic::launch::KeepLeftoverRecord(dir_, dir_ + "/checkpoint/checkpoint.bin");
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/" + elastic::mpi::kRelaunchRecord));
+}
+
+TEST_F(RelauncherTest, AWorldThatLostNodesGoesOnOnlyWhenItsRecordSaysSo) {
+  // Ended 0 with a record: the relaunch. Ended with an error: only when rank 0's record names
+  // the nodes taken away (their daemons end first and may take the DVM's job down with them).
+  auto r = Make();
+  EXPECT_FALSE(r.Continues(0));  // no record
+  WriteRecord(R"([{"node": "n1", "ranks": 2}])");
+  EXPECT_TRUE(r.Continues(0));
+  EXPECT_FALSE(r.Continues(195));
+  json j{{"world", json::parse(R"([{"node": "n1", "ranks": 2}])")}, {"state", dir_ + "/state"},
+         {"left_nodes", json::array({"n2"})}};
+  std::ofstream(dir_ + "/" + elastic::mpi::kRelaunchRecord) << j.dump() << "\n";
+  EXPECT_TRUE(r.Continues(195));
+}
+
+TEST_F(RelauncherTest, AWorldEndedByItsRanksElsewhereGettingSigtermIsRestartedNotFailed) {
+  // No record (the world ended before its rank 0 could start it again without them): the
+  // SIGTERM marks of the ranks on other nodes make a failure exit 75; this node's own marks (the
+  // job itself ends), success and 75 itself stay as they are.
+  auto r = Make();
+  EXPECT_EQ(r.AfterNodesTaken(195), 195);
+  const std::string own = dir_ + "/" + elastic::mpi::kSignalledPrefix + elastic::mpi::ThisNodeName();
+  std::ofstream(own).flush();
+  EXPECT_EQ(r.AfterNodesTaken(195), 195);
+  std::ofstream(dir_ + "/" + elastic::mpi::kSignalledPrefix + "n2-elsewhere").flush();
+  EXPECT_EQ(r.AfterNodesTaken(195), elastic::kExitWorldLost);
+  EXPECT_EQ(r.AfterNodesTaken(0), 0);
+  r.ClearSignalled();
+  EXPECT_EQ(r.AfterNodesTaken(195), 195);
+  EXPECT_FALSE(std::filesystem::exists(own));
+  // Marks of an earlier run of the job are gone once its leader starts again.
+  std::ofstream(dir_ + "/" + elastic::mpi::kSignalledPrefix + "n3").flush();
+  elastic::launch::KeepLeftoverRecord(dir_, dir_ + "/checkpoint/checkpoint.bin");
+  EXPECT_EQ(r.AfterNodesTaken(195), 195);
 }
 
 TEST_F(RelauncherTest, ATakenStateLeavesTheCheckpointAlone) {

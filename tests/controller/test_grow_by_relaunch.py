@@ -10,7 +10,9 @@ GPUs on n1, whose other 2 GPUs a rigid job holds, may reach 6: the plan extends 
 Then a rigid job asks for all of n2: elasticd lets the extension go (Open MPI 4: a shrink in
 place; Open MPI 5: a relaunch over n1 alone, after which nothing of the job runs in the extension
 job) and cancels the extension job, the rigid job runs, and the elastic job trains to the end at 2
-GPUs, every sample exactly once."""
+GPUs, every sample exactly once.
+test_extension_cancelled_from_outside (Open MPI 5): the extension job that holds n2 is cancelled
+from outside instead; the world goes on without n2 (docs/runtime.md, "A node taken away")."""
 
 import glob
 import os
@@ -46,9 +48,9 @@ def nodes_of(job):
 
 
 class GrowByRelaunchTest(ElasticdTestCase):
-    def test_grow_onto_another_node_and_give_it_back(self):
+    def run_reporting(self, body):
         try:
-            self.grow_and_give_back()
+            body()
         except (AssertionError, OSError):
             # What the job, its extensions and elasticd said, for a failure in CI.
             wd = job_workdir_of(self)
@@ -58,9 +60,10 @@ class GrowByRelaunchTest(ElasticdTestCase):
             print(f"--- elasticd.log\n{self.d.read_log()[-5000:]}")
             raise
 
-    def grow_and_give_back(self):
-        relaunch = by_relaunch()
-        wd = job_workdir("grow-by-relaunch")
+    def start_grown_job(self, name):
+        """A job of 2 a100 GPUs on n1, whose other 2 a rigid job (the blocker) holds, grown to 6
+        (onto n2). Returns (ids dir, blocker, job, its output file)."""
+        wd = job_workdir(name)
         self.wd = wd
         ids = os.path.join(wd, "ids")
         os.makedirs(ids)
@@ -74,9 +77,17 @@ class GrowByRelaunchTest(ElasticdTestCase):
         job, proc = sbatch([], script=script, workdir=wd)
         self.assertIsNotNone(job, proc.stderr)
         self.jobs.append(job)
-        out = os.path.join(wd, f"job-{job}.out")
         wait_until(lambda: status().get(job, {}).get("metrics_received", 0) > 0, 90, "the job's first step")
         wait_until(lambda: gpus_of(job) == 6, 120, "the job at 6 GPUs")
+        return ids, blocker, job, os.path.join(wd, f"job-{job}.out")
+
+    def test_grow_onto_another_node_and_give_it_back(self):
+        self.run_reporting(self.grow_and_give_back)
+
+    def grow_and_give_back(self):
+        relaunch = by_relaunch()
+        ids, blocker, job, out = self.start_grown_job("grow-by-relaunch")
+        wd = self.wd
         exts = extension_jobs(job)
         self.assertEqual(len(exts), 1, exts)
         ext = exts[0][0]
@@ -119,15 +130,7 @@ class GrowByRelaunchTest(ElasticdTestCase):
         self.assertEqual(once.returncode, 0, once.stdout + once.stderr)
 
     def test_extension_cancelled_from_outside(self):
-        try:
-            self.cancel_extension()
-        except (AssertionError, OSError):
-            wd = job_workdir_of(self)
-            for name in sorted(os.listdir(wd)) if wd else []:
-                if name.endswith(".out"):
-                    print(f"--- {name}\n{read(os.path.join(wd, name))[-3000:]}")
-            print(f"--- elasticd.log\n{self.d.read_log()[-5000:]}")
-            raise
+        self.run_reporting(self.cancel_extension)
 
     def cancel_extension(self):
         """The extension that holds n2 is cancelled from outside (as preemption or its time limit
@@ -137,22 +140,7 @@ class GrowByRelaunchTest(ElasticdTestCase):
         if not by_relaunch():
             self.skipTest("this build grows in place (Open MPI 4): a cancelled extension's group leaves "
                           "(slurm.faults)")
-        wd = job_workdir("relaunch-ext-cancelled")
-        self.wd = wd
-        ids = os.path.join(wd, "ids")
-        os.makedirs(ids)
-        os.chmod(ids, 0o777)
-        blocker, proc = sbatch(["-w", "n1", "--gres=gpu:a100:2", "-o", "/dev/null"], script="#!/bin/bash\nsleep 900\n",
-                               workdir=wd)
-        self.assertIsNotNone(blocker, proc.stderr)
-        self.jobs.append(blocker)
-        script = trainer_script(gpus=2, max_gpus=6, gpu_type="a100", samples=SAMPLES, epochs=EPOCHS,
-                                sbatch_lines="#SBATCH -w n1", trainer_args=f"--ids-dir {ids}")
-        job, proc = sbatch([], script=script, workdir=wd)
-        self.assertIsNotNone(job, proc.stderr)
-        self.jobs.append(job)
-        out = os.path.join(wd, f"job-{job}.out")
-        wait_until(lambda: gpus_of(job) == 6, 120, "the job at 6 GPUs")
+        ids, blocker, job, out = self.start_grown_job("relaunch-ext-cancelled")
         ext = extension_jobs(job)[0][0]
         wait_until(lambda: re.search(r"relaunch done: 6 ranks at step \d+", read(out)), 60,
                    "the world relaunched over n1 and n2")

@@ -1,13 +1,13 @@
 """slurm-labelled: jobscripts/pytorch_ddp_elastic.sbatch on the local cluster. The DDP example's
 elastic port (elastic_mpi/python/examples/train_ddp_elastic.py: train_ddp.py with a few lines
 changed to elastic_mpi.torch) is submitted with --elastic-gpus=2:6; elasticd grows it through an
-extension job whose ranks join the running world, and shrinks it again when a rigid job waits for
-the extension's GPUs. Beside it the same script runs at a fixed 2 ranks (--no-elastic) with the
+extension job whose ranks join the running world (on Open MPI 5: in place on its own node, by
+relaunch onto another), and shrinks it again when a rigid job waits for the extension's GPUs. Beside it the same script runs at a fixed 2 ranks (--no-elastic) with the
 same global batch schedule (the job script without its elastic flags: global batch 2 x 32
 throughout, as in the elastic job, which has no --elastic-batch, so elasticd never changes it). Then:
 
 1. the elastic job's own record (ELASTIC_SAMPLE_LOG: every rank's lines "<epoch> <step> <world
-   size> <sample ids>...") shows a world larger than 2 and, after it, the world of 2 again;
+   size> <sample ids>...") shows a world larger than 2 and, after its peak, a smaller one;
 2. every sample of every epoch was trained on exactly once, in both runs;
 3. both ran the same steps with the same global batches, and the final loss of the whole data set agrees within
    LOSS_TOLERANCE (relative);
@@ -114,8 +114,17 @@ class PyTorchDdpElasticSlurmTest(ElasticdTestCase):
         wd_wait = job_workdir("ddp-waiting")
         waiting, _ = sbatch(["--gres=gpu:a100:4", "-N1", "-o", "out.txt"], wrap="sleep 2", workdir=wd_wait)
         self.jobs.append(waiting)
-        wait_until(lambda: gpus_of(job) == 2 or job_state(job) not in ("RUNNING", "PENDING"), 60,
-                   "elasticd to shrink the job for the waiting one")
+        # It gives back the extension on that node: all it has beyond its own 2 GPUs where it grew
+        # onto other nodes only (Open MPI 4); on Open MPI 5 it first grows on its own node (in
+        # place) and keeps that extension.
+        most = [grown]
+
+        def shrunk():
+            now = gpus_of(job) or 0
+            most[0] = max(most[0], now)
+            return now < most[0] or job_state(job) not in ("RUNNING", "PENDING")
+
+        wait_until(shrunk, 60, "elasticd to shrink the job for the waiting one")
         t_shrunk = time.time() - t0
         state = wait_job(job, timeout=240)
         out = read(os.path.join(wd, f"job-{job}.out"))
@@ -132,7 +141,7 @@ class PyTorchDdpElasticSlurmTest(ElasticdTestCase):
         sizes = [size for _, size in sorted({(step, size) for _, _, step, size, _ in rows})]
         peak = max(sizes)
         self.assertGreater(peak, 2, f"the job never ran larger than 2 ranks: {collections.Counter(sizes)}")
-        self.assertIn(2, sizes[sizes.index(peak):], "the job never ran at 2 ranks again after its peak")
+        self.assertLess(min(sizes[sizes.index(peak):]), peak, "the job never ran smaller again after its peak")
         self.assertEqual({size for _, _, _, size, _ in rows_ref}, {2})
         # 2. Every (epoch, sample) exactly once, in both runs.
         for name, data in (("elastic", rows), ("fixed-size", rows_ref)):
@@ -153,7 +162,7 @@ class PyTorchDdpElasticSlurmTest(ElasticdTestCase):
         self.assertIsNotNone(loss, out[-2000:])
         self.assertIsNotNone(loss_ref, out_ref[-2000:])
         rel = abs(loss - loss_ref) / loss_ref
-        print(f"grown to {grown} GPUs at {t_grown:.0f} s, back at 2 at {t_shrunk:.0f} s; world sizes per step "
+        print(f"grown to {grown} GPUs at {t_grown:.0f} s, shrunk at {t_shrunk:.0f} s; world sizes per step "
               f"{dict(collections.Counter(sizes))}; {processes} processes trained; {steps} steps; final loss "
               f"{loss:.6f}, fixed size {loss_ref:.6f}, relative difference {rel:.2g} (tolerance "
               f"{LOSS_TOLERANCE:g}); wall {wall:.0f} s")

@@ -152,6 +152,7 @@ class Controller {
   void SyncWithSlurm(const std::map<uint32_t, const JobInfo*>& by_id, double now);
   // A leaving extension past extensions.leave_timeout: cancelled, with an audit record and a warning.
   void EndOverdueLeave(Extension& e, double now);
+  void EndedFromOutside(Extension& e, double now);  // its extension job ended, not by elasticd
   // Jobs whose batch script ended with kExitWorldLost (75): requeued once Slurm has cleaned them
   // up, unless recovery.restart_world_lost is off or they were restarted max_restarts times.
   void RestartLostWorlds(const std::map<uint32_t, const JobInfo*>& by_id);

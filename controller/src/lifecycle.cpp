@@ -109,7 +109,7 @@ void Controller::SyncWithSlurm(const std::map<uint32_t, const JobInfo*>& by_id, 
     bool alive = e.slurm_job != 0 && it != by_id.end() &&
                  (it->second->state == SlurmJobState::kPending || it->second->state == SlurmJobState::kRunning);
     if (e.state != ExtState::kSubmitting && !alive) {
-      EndExtension(e, e.InWorld() ? ExtState::kLeft : ExtState::kFailed, "extension job ended", false);
+      EndedFromOutside(e, now);
       continue;
     }
     // ready_timeout to be ready (from its submission: Slurm starts it, its launcher registers and
@@ -130,6 +130,34 @@ void Controller::SyncWithSlurm(const std::map<uint32_t, const JobInfo*>& by_id, 
       if (now - e.leaving_at > config_.leave_timeout_s) EndOverdueLeave(e, now);
     }
   }
+}
+
+// An extension job that ended without elasticd ending it (scancel, preemption, its time limit,
+// a failure): its group is out of the job. A relaunch group's ranks on another node than the
+// job's got SIGTERM from Slurm and their world is started again without that node by the
+// runtime itself (docs/runtime.md, "A node taken away"); those of a relaunch group on the job's
+// own node run in the job's step there (relaunch_world.h), which the end of the extension job
+// does not reach: without a relaunch they would go on using GPUs Slurm has given back.
+void Controller::EndedFromOutside(Extension& e, double now) {
+  const bool in_world = e.InWorld();
+  const uint32_t parent = e.parent;
+  const int group = e.group;
+  const int gpus = e.gpus;
+  const uint32_t slurm_job = e.slurm_job;
+  auto it = registry_.jobs.find(parent);
+  const bool on_leader = in_world && it != registry_.jobs.end() && it->second.state == "running" &&
+                         it->second.relaunch_groups.count(group) > 0 && !it->second.leader_node.empty() &&
+                         e.node == it->second.leader_node;
+  EndExtension(e, in_world ? ExtState::kLeft : ExtState::kFailed, "extension job ended", false);  // `e` is gone
+  if (!on_leader) return;
+  ElasticJob& job = it->second;
+  const int to = registry_.CurrentGpus(job);
+  Log(LogLevel::kWarning, kComponent, "job ", job.id, ": extension job ", slurm_job, " (group ", group, ", ", gpus,
+      " GPUs on the job's own node ", job.leader_node, ") ended from outside; its ranks run in the job's step there: "
+      "the world is started again without them");
+  QueueCommand(job.id, {{"action", "relaunch"}, {"op", "shrink"}, {"group", group}, {"gpus", to}});
+  records::StartRescale(*db_, job.id, "shrink", group, to + gpus, to, now);
+  Audit(std::nullopt, "shrink", job.id, {{"group", group}, {"from", to + gpus}, {"to", to}, {"why", "extension job ended"}});
 }
 
 // A joined extension was told to leave, but its job reached no rescale point within

@@ -30,10 +30,9 @@ using detail::Seconds;
 
 // Set by SIGTERM (scancel, preemption with a grace time): the rank's group leaves at the next
 // rescale point (any joined group; SIGTERM on the base group stops the job). A signal handler
-// may only touch a sig_atomic_t.
-// In a relaunched world the handler also creates <run dir>/sigterm.<node> (relaunch.h), with
-// calls that are safe in a signal handler, so that the launcher knows the node was taken away
-// even when the world ends before the next rescale point.
+// may only touch a sig_atomic_t and make async-signal-safe calls: in a relaunched world it also
+// creates <run dir>/sigterm.<node> (open, close; relaunch.h), so that the launcher knows the node
+// was taken away even when the world ends before the next rescale point.
 volatile std::sig_atomic_t g_terminate = 0;
 char g_signalled_marker[4096] = {};
 extern "C" void OnTerminate(int) {
@@ -97,7 +96,9 @@ Result<std::unique_ptr<Session>> Session::Create(SessionOptions options, int* ar
   if (s.options.handle_sigterm) {
     if (!s.options.relaunch_from.empty() && !s.options.run_dir.empty()) {
       const std::string marker = s.options.run_dir + "/" + kSignalledPrefix + ThisNodeName();
-      if (marker.size() < sizeof g_signalled_marker) std::snprintf(g_signalled_marker, sizeof g_signalled_marker, "%s", marker.c_str());
+      if (marker.size() < sizeof g_signalled_marker) {
+        std::snprintf(g_signalled_marker, sizeof g_signalled_marker, "%s", marker.c_str());
+      }
     }
     struct sigaction sa {};
     sa.sa_handler = OnTerminate;

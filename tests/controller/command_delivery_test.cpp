@@ -1,7 +1,9 @@
 // What a job's runtime receives when it polls (controller/src/command_delivery.cpp), without
 // Slurm: a relaunch goes alone, once the commands before it are acknowledged, with its world
-// made then (a grow before it that failed is not in it); and a group joining by relaunch has
-// extensions.ready_timeout from its grow command, not from its submission.
+// made then (a grow before it that failed is not in it); a group joining by relaunch has
+// extensions.ready_timeout from its grow command, not from its submission; and a relaunch group
+// on the job's own node whose extension job ended from outside is relaunched away
+// (lifecycle.cpp, EndedFromOutside).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -46,12 +48,12 @@ class CommandDeliveryTest : public ::testing::Test {
   // The job, its groups in `state1` and `state2` (created `age_s` ago), and relaunch commands
   // queued as elasticd queues them (bodies without a world), in order.
   void Seed(const std::string& state1, const std::string& state2, const std::vector<nlohmann::json>& commands,
-            double age_s = 10) {
+            double age_s = 10, const std::string& node1 = "n2") {
     auto db = Database::Open(path_);
     ASSERT_TRUE(db.ok());
     SeedRegistry(*db.value(), snap_.registry);
     const double t = Now() - age_s;
-    SeedExtension(*db.value(), parent_, 1, 90001, "n2", snap_.nodes[0].gpu_type, 2, state1, t,
+    SeedExtension(*db.value(), parent_, 1, 90001, node1, snap_.nodes[0].gpu_type, 2, state1, t,
                   state1 == "joined" ? t : 0);
     SeedExtension(*db.value(), parent_, 2, 90002, "n3", snap_.nodes[0].gpu_type, 2, state2, t,
                   state2 == "joined" ? t : 0);
@@ -164,6 +166,48 @@ TEST_F(CommandDeliveryTest, AGroupJoiningByRelaunchHasReadyTimeoutFromItsGrowCom
   nlohmann::json cmds = Poll(*ctl);
   ASSERT_EQ(cmds.size(), 1u) << cmds.dump();
   EXPECT_EQ(Nodes(cmds[0]), "n1:2,n2:2");
+}
+
+// The relaunch commands among `cmds`.
+std::vector<nlohmann::json> Relaunches(const nlohmann::json& cmds) {
+  std::vector<nlohmann::json> out;
+  for (const auto& c : cmds) {
+    if (c.value("action", "") == "relaunch") out.push_back(c);
+  }
+  return out;
+}
+
+TEST_F(CommandDeliveryTest, AGroupOnTheJobsOwnNodeWhoseExtensionJobEndedIsRelaunchedAway) {
+  // Group 1 joined on n1, the job's own node (its ranks run in the job's step there), group 2 on
+  // n3. Group 1's extension job ends from outside (scancel): Slurm's end of it reaches none of
+  // its ranks, so elasticd starts the world again without them.
+  snap_.registry[0]["spec"]["gpus_max"] = 4;  // the plan does not grow it again
+  Seed("joined", "joined", {}, 10, "n1");
+  std::erase_if(snap_.jobs, [](const JobInfo& j) { return j.id == 90001; });
+  auto ctl = Start();
+  ctl->Epoch(snap_.nodes, snap_.jobs, /*dry_run=*/false);
+  const std::vector<nlohmann::json> relaunches = Relaunches(Poll(*ctl));
+  ASSERT_EQ(relaunches.size(), 1u);
+  EXPECT_EQ(relaunches[0]["op"], "shrink");
+  EXPECT_EQ(relaunches[0]["group"], 1);
+  EXPECT_EQ(Nodes(relaunches[0]), "n1:2,n3:2") << "group 1's 2 ranks on n1 are gone: " << relaunches[0].dump();
+}
+
+TEST_F(CommandDeliveryTest, AGroupOnAnotherNodeWhoseExtensionJobEndedNeedsNoCommand) {
+  // The same on n2: its ranks got SIGTERM with the extension job, and the runtime starts the
+  // world again without n2 by itself (docs/runtime.md, "A node taken away"); a command would
+  // relaunch it a second time.
+  snap_.registry[0]["spec"]["gpus_max"] = 4;
+  Seed("joined", "joined", {});
+  std::erase_if(snap_.jobs, [](const JobInfo& j) { return j.id == 90001; });
+  auto ctl = Start();
+  ctl->Epoch(snap_.nodes, snap_.jobs, /*dry_run=*/false);
+  EXPECT_TRUE(Relaunches(Poll(*ctl)).empty());
+  const nlohmann::json status = ctl->Handle(owner_, {{"v", 1}, {"type", "status"}, {"id", 1}});
+  for (const auto& j : status["jobs"]) {
+    if (j["job_id"] != parent_) continue;
+    EXPECT_EQ(j["gpus"], 4) << "group 1 is out of the job: " << j.dump();
+  }
 }
 
 }  // namespace

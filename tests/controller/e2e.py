@@ -3,6 +3,7 @@ and waiting for conditions."""
 
 import json
 import os
+import subprocess
 import time
 
 from clustertest import CLUSTER_DIR, ClusterTestCase, run, sbatch, job_workdir, wait_job
@@ -28,6 +29,13 @@ srun --ntasks-per-node=1 {LAUNCH} --oversubscribe -- {TRAINER} --samples {sample
      --batch {batch} --compute-us-per-sample {compute_us} {trainer_args}
 exit $?
 """
+
+
+def by_relaunch():
+    """Whether this build grows onto other nodes by relaunch (the rendezvous elastic-launch --help
+    names: prte-dvm, Open MPI 5) rather than in place (Open MPI 4)."""
+    out = subprocess.run([LAUNCH, "--help"], capture_output=True, text=True, check=False).stdout
+    return "prte-dvm" in out
 
 
 def submit_trainer(name, **kw):

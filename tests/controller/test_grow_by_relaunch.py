@@ -149,9 +149,12 @@ class GrowByRelaunchTest(ElasticdTestCase):
         text = read(out)
         self.assertRegex(text, r"done: \d+ steps, world \d+,")
         self.assertNotIn("restarted from its last checkpoint", text)
+        # Each world goes on from the step the one before it reached (the old world's own line of
+        # the relaunch without n2 may be lost with the DVM's abort; every sample once says the rest).
         at = [int(x) for x in re.findall(r"relaunch at step (\d+)", text)]
         began = [int(x) for x in re.findall(r"relaunched world of \d+ ranks at step (\d+)", text)]
-        self.assertEqual(at, began, "each world goes on from the step the one before it reached")
+        self.assertLessEqual(set(at), set(began), text[-3000:])
+        self.assertEqual(began, sorted(began), text[-3000:])
         once = run([TRAINER, "--verify-ids", ids, "--samples", str(SAMPLES), "--epochs", str(EPOCHS)], check=False)
         self.assertEqual(once.returncode, 0, once.stdout + once.stderr)
 

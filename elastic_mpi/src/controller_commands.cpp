@@ -255,4 +255,10 @@ void Session::Impl::AckCurrent(bool ok, const std::string& error) {
   current_command.reset();
 }
 
+void Session::Impl::PostponeCurrent() {
+  if (!current_command) return;
+  pending.insert(pending.begin(), *current_command);
+  current_command.reset();
+}
+
 }  // namespace elastic::mpi

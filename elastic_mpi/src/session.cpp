@@ -340,10 +340,7 @@ Result<bool> Session::RescalePoint() {
     if (index == 0 && without > 0) {
       // Their nodes are being taken away (the jobs that hold them end): the world is started
       // again without them, whatever rank 0 had decided (relaunch.cpp).
-      if (s.rank == 0 && s.current_command) {  // not carried out now: delivered again later
-        s.pending.insert(s.pending.begin(), *s.current_command);
-        s.current_command.reset();
-      }
+      if (s.rank == 0) s.PostponeCurrent();
       packet = {static_cast<std::int64_t>(Action::kRelaunch), without, 0, 0, 0, 0};
     } else if (index == 0) {
       // The base group cannot leave (its ranks are the job): stop everyone, with a checkpoint.
@@ -358,10 +355,7 @@ Result<bool> Session::RescalePoint() {
       packet = {static_cast<std::int64_t>(Action::kShrink), 0, s.groups[index].id, 0, 0, 0};
       if (s.rank == 0) {
         Log(LogLevel::kWarning, kComponent, "group ", s.groups[index].id, " got SIGTERM: it leaves");
-        if (s.current_command) {  // not carried out now: keep it for the next rescale point
-          s.pending.insert(s.pending.begin(), *s.current_command);
-          s.current_command.reset();
-        }
+        s.PostponeCurrent();
         s.signalled_leave = s.groups[index].id;
       }
     }

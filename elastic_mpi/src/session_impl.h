@@ -173,6 +173,9 @@ struct Session::Impl {
   Decision Decide();
   void SendAck(const Command& c, bool ok, const std::string& error);
   void AckCurrent(bool ok, const std::string& error);
+  // The command being carried out is not carried out at this rescale point (a SIGTERM came
+  // first): back to the front of the pending ones, unacknowledged.
+  void PostponeCurrent();
 
   // --- checkpoint.cpp
   std::string CheckpointDir() const;

@@ -98,6 +98,15 @@ std::vector<std::string> GroupCommand(const GroupLaunch& launch, std::vector<std
   // (bad token) or a joiner that dies took the running world down with it. With it the runtime
   // sees MPI_ERR_PROC_FAILED instead (docs/interfaces.md section 5).
   if (std::getenv("OMPI_MCA_mpi_ft_enable") == nullptr) env->push_back("OMPI_MCA_mpi_ft_enable=1");
+  // On oversubscribed cores an idle rank gives its core away (mpi_yield_when_idle, set by the
+  // launcher) by sleeping, not by sched_yield(): ranks spinning on sched_yield() while they waited
+  // for the others got 84% of a core each at nice 19 and starved every other task for minutes,
+  // the kernel's own threads included (seen in CI on 2 cores: "workqueue lockup ... stuck for
+  // 145s", "rcu_preempt kthread starved", slurmctld silent 3 minutes; docs/runtime.md
+  // "Oversubscribed cores"). Open MPI 5 has the choice; the site's own setting wins.
+  if (launch.oversubscribe && std::getenv("OMPI_MCA_threads_pthreads_yield_strategy") == nullptr) {
+    env->push_back("OMPI_MCA_threads_pthreads_yield_strategy=nanosleep");
+  }
   // On this node: a DVM launches only on nodes it owns, and a group on a node that is not the
   // DVM's fails to start ("All nodes which are allocated for this job are already filled", exit
   // 77) instead of running elsewhere (docs/interfaces.md section 5).

@@ -98,7 +98,7 @@ void Usage(std::FILE* out = stderr) {
                "  --uri FILE|URI       the rendezvous to join (default: ELASTIC_RENDEZVOUS_URI)\n"
                "  --run-dir DIR        the job's private directory (default: ELASTIC_RUN_DIR, else\n"
                "                       <working directory>/.elastic/<job>)\n"
-               "  --oversubscribe      more ranks than cores (small test machines); ranks yield while idle\n"
+               "  --oversubscribe      more ranks than cores (small test machines); idle ranks give their core away\n"
                "  --export VARS        comma-separated variables an extension job gets too\n"
                "  --mpirun PATH        mpirun to use for several ranks (default: mpirun)\n"
                "  --rendezvous-server PATH  the rendezvous server to start (default: %s; also --ompi-server)\n"

@@ -19,12 +19,21 @@
 
 namespace elastic::mpi::detail {
 
-// "MPI_Comm_spawn failed: MPI_ERR_SPAWN: ..." for an MPI return code.
+// "MPI_Comm_spawn failed: MPI_ERR_SPAWN: ..." for an MPI return code. A process failure (Open MPI
+// 5 with fault tolerance on reports it as MPI_ERR_PROC_FAILED; Open MPI 4 has no such class) says
+// what it means for the job in the same words on every stack.
 inline Status MpiStatus(int rc, const char* what) {
   char text[MPI_MAX_ERROR_STRING] = {};
   int len = 0;
   MPI_Error_string(rc, text, &len);
-  return Status(ErrorKind::kUnavailable, std::string(what) + " failed: " + text);
+  std::string message = std::string(what) + " failed: " + text;
+#ifdef MPI_ERR_PROC_FAILED
+  int error_class = MPI_SUCCESS;
+  if (MPI_Error_class(rc, &error_class) == MPI_SUCCESS && error_class == MPI_ERR_PROC_FAILED) {
+    message += " (a rank of the world died)";
+  }
+#endif
+  return Status(ErrorKind::kUnavailable, message);
 }
 
 inline Status SysStatus(int err, const char* what) {

@@ -9,7 +9,12 @@
 - the same drain while the whole job hangs (every rank stopped, no rescale point reached): the
   extension is cancelled by extensions.leave_timeout; when the ranks go on, the job either
   continues at its base size (the cancelled extension's ranks leave before Slurm kills them) or
-  its world breaks and it is requeued from its checkpoint; it completes once."""
+  its world breaks and it is requeued from its checkpoint; it completes once.
+
+On Open MPI 5 (e2e.by_relaunch()) a job of 2 GPUs reaches 6 through two extensions (2 more GPUs
+on its own node, then 2 on another node, each by a relaunch of the world); the faults hit the
+extension on the other node, whose ranks run there, and shrinks are relaunches. The slurmctld
+restart is registered for Open MPI 4 only (slurm.faults_ctld; why: in the test)."""
 
 import os
 import re
@@ -25,6 +30,10 @@ from e2e import ElasticdTestCase, extension_jobs, gpus_of, status, submit_traine
 EPOCH = ElasticdTestCase.EPOCH
 CRED_EXPIRE_S = 30  # AuthInfo cred_expire in scripts/cluster's slurm.conf
 TRAINER_NAME = "elastic-train-logreg"
+# A DrainTest job (4 GPUs, grown to 6) back at 4: rank 0's line for the shrink in place (Open MPI
+# 4), or the relaunched world's own (Open MPI 5; the old world's last lines may be lost when its
+# daemon on the taken node ends first, and the job's first relaunched world had 6 ranks).
+SHRUNK_6_TO_4 = r"shrink at step \d+: 6 -> 4 ranks|relaunch done: 4 ranks"
 
 
 def rank_pids(slurm_job):
@@ -88,7 +97,8 @@ class FaultTest(ElasticdTestCase):
         checkpoint = os.path.join(wd, ".elastic", str(a), "checkpoint", "checkpoint.bin")
         wait_until(lambda: "checkpoint at step" in read(out_path) and os.path.exists(checkpoint), 30,
                    "a periodic checkpoint")
-        ext = extension_jobs(a)[0][0]
+        # The extension whose ranks run on another node (Open MPI 4: the only one).
+        ext = [e for e, *_ in extension_jobs(a) if nodes_of(e) != nodes_of(a)][0]
         victims = wait_until(lambda: rank_pids(ext), 10, f"the ranks of extension job {ext}")
         self.assertEqual(job_state(a), "RUNNING")
 
@@ -121,6 +131,11 @@ class FaultTest(ElasticdTestCase):
         print(f"job {a}: stopped {stopped:.1f} s after the rank was killed, requeued once, completed")
 
     def test_slurmctld_restart_during_grow(self):
+        # Registered for Open MPI 4 only (tests/controller/CMakeLists.txt, slurm.faults_ctld): on
+        # Open MPI 5 the grow onto another node is a relaunch whose daemon there is started as a
+        # step of the extension job, and when slurmctld restarts at that moment the step is refused
+        # ("Job/step already completing or completed"), the relaunch fails and the job is requeued
+        # from the state it carried (seen once in three runs).
         a, wd = submit_trainer("ctld", gpus=2, max_gpus=6, gpu_type="a100", epochs=200)
         self.jobs.append(a)
         self.registered(a)
@@ -205,7 +220,7 @@ class DrainTest(ElasticdTestCase):
         wait_until(lambda: node_state(node) == "drained", 30, f"{node} drained")
         self.assertEqual(job_state(a), "RUNNING")
         out_path = os.path.join(wd, f"job-{a}.out")
-        self.assertRegex(read(out_path), r"shrink at step \d+: 6 -> 4 ranks")
+        self.assertRegex(read(out_path), SHRUNK_6_TO_4)
         self.assertEqual(wait_job(a, timeout=400), "COMPLETED")
         self.assertRegex(read(out_path), r"elastic-train-logreg: done: \d+ steps")
         print(f"job {a}: {node} drained {took:.1f} s after the drain began; job completed at 4 GPUs")
@@ -252,7 +267,7 @@ class DrainTest(ElasticdTestCase):
         out = read(out_path)
         self.assertEqual(out.count("elastic-train-logreg: done:"), 1)
         if restarts(a) == 0:
-            self.assertRegex(out, r"shrink at step \d+: 6 -> 4 ranks")
+            self.assertRegex(out, SHRUNK_6_TO_4)
             outcome = "its extension left cooperatively once Slurm resumed it; went on at 4 GPUs"
         else:
             self.assertEqual(restarts(a), 1)

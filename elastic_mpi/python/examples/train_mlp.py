@@ -178,6 +178,13 @@ def main(argv):
     ids = open(os.path.join(args.ids_dir, f"ids.{os.getpid()}"), "a") if args.ids_dir else None
     checks, sizes, failed = [], [], False
     epoch_loss = {}
+    if args.check and session.relaunched:
+        # A world started again over other nodes (how Open MPI 5 grows onto them): its ranks took
+        # the state the world before left at its stop; the same checks as after a rescale in place.
+        ok, record = check_rescale(args, session, model, opt, steps_done, sharder, None)
+        record["what"] = "relaunch"
+        failed |= not ok
+        checks.append(record)
 
     while sharder.epoch < args.epochs:
         before = fingerprint(model, opt, steps_done, sharder, session) if args.check else None

@@ -410,6 +410,14 @@ int main(int argc, char** argv) {
   }
   using elastic::launch::ReadFirstLine;
   using elastic::launch::WritePrivateFile;
+  {
+    // Slurm's time-limit warning (--signal=USR1@S) can come while the rendezvous starts, before
+    // there are ranks to checkpoint: then it is dropped, not fatal (its default action).
+    struct sigaction early {};
+    early.sa_handler = Forward;
+    sigemptyset(&early.sa_mask);
+    sigaction(SIGUSR1, &early, nullptr);
+  }
   const elastic::mpi::Config config = elastic::mpi::Config::FromEnvironment();
   Options o;
   if (!Parse(argc, argv, config, &o)) {

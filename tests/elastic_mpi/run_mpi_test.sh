@@ -277,12 +277,15 @@ usr1)
   # Slurm's time-limit warning (sbatch --signal=USR1@S) reaches elastic-launch: every rank
   # checkpoints at the next rescale point and training goes on to the end.
   bin=$1
-  export ELASTIC_JOB_ID=usr1$$
+  export ELASTIC_JOB_ID=usr1$$ ELASTIC_LOG_LEVEL=verbose
   timeout -k 10 120 "$bin/elastic-launch" -n 2 --oversubscribe --run-dir "$work/run" -- \
     "$bin/elastic-train-logreg" --sleep-ms 20 --samples $SAMPLES --epochs $EPOCHS >"$work/out.log" 2>&1 &
   launcher=$!; pids+=($launcher)
-  for _ in $(seq 100); do [[ -s $work/run/rendezvous.uri ]] && break; sleep 0.1; done
-  sleep 2
+  # Both ranks up (their sessions log "session: rank R of 2" once they handle SIGUSR1): on a
+  # loaded machine the ranks started more than 12 s after the launcher, and a signal before that
+  # tested nothing (it ended the launcher, exit 138, before it handled SIGUSR1 from the start).
+  for _ in $(seq 600); do (( $(grep -c "session: rank [01] of 2" "$work/out.log") == 2 )) && break; sleep 0.1; done
+  (( $(grep -c "session: rank [01] of 2" "$work/out.log") == 2 )) || fail "the ranks did not start within 60 s"
   # timeout(1) does not forward SIGUSR1: signal elastic-launch itself (its child), as srun would.
   kill -USR1 "$(pgrep -P $launcher)" || fail "no elastic-launch under timeout" 
   wait $launcher; rc=$?

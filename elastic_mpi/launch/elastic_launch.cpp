@@ -412,7 +412,8 @@ int main(int argc, char** argv) {
   using elastic::launch::WritePrivateFile;
   {
     // Slurm's time-limit warning (--signal=USR1@S) can come while the rendezvous starts, before
-    // there are ranks to checkpoint: then it is dropped, not fatal (its default action).
+    // there are ranks to checkpoint: then it is dropped, not fatal (its default action). Later
+    // it reaches the ranks (Forward), which checkpoint.
     struct sigaction early {};
     early.sa_handler = Forward;
     sigemptyset(&early.sa_mask);
@@ -589,7 +590,6 @@ int main(int argc, char** argv) {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGUSR1, &sa, nullptr);  // Slurm's time-limit warning (--signal=USR1@S): ranks checkpoint
   // One world's ranks on this launcher's behalf: started, waited for, their files removed.
   auto run_group = [&](std::vector<std::string> env) {
     const std::vector<std::string> cmd = elastic::mpi::stack::GroupCommand(group, &env);

@@ -6,6 +6,13 @@
 // and with it every command after it (the runtime carries them out in order). Its world is made
 // when it is first sent, from the job's extensions as they are then: a grow queued before it may
 // have failed, and its world must not name that group's node (relaunch_world.h).
+//
+// Groups join by relaunch together: a relaunch stops and starts the whole world, so two groups
+// submitted in one epoch (one per node) would pause the job twice. The first that is ready waits
+// (at most extensions.relaunch_gather from its ready) for the job's other groups on their way,
+// and the relaunches of the groups that are ready by then, queued one after the other, go as one
+// command: its world brings them all in, its `groups` names them, and the commands folded into
+// it are cancelled with `folded_into` (handlers.cpp, OnAck, finishes each group).
 #include "controller.h"
 #include "relaunch_world.h"
 #include "elastic/common/log.h"
@@ -15,16 +22,33 @@ namespace {
 constexpr const char* kComponent = "controller";
 }  // namespace
 
-Result<nlohmann::json> Controller::RelaunchWorldFor(const ElasticJob& job, int add, int drop) {
+Result<nlohmann::json> Controller::RelaunchWorldFor(const ElasticJob& job, const std::set<int>& add, int drop) {
   if (job.leader_node.empty()) {
     return Status(ErrorKind::kUnavailable, "the job's node is not known yet (no epoch has seen the job since elasticd started)");
   }
   std::vector<RelaunchMember> members;
   for (const auto& [id, e] : registry_.extensions) {  // by id: the order they were submitted in
     if (e.parent != job.id || !job.relaunch_groups.count(e.group) || e.group == drop) continue;
-    if (e.group == add || e.InWorld()) members.push_back({e.node, e.gpus, e.slurm_job});
+    if (add.count(e.group) || e.InWorld()) members.push_back({e.node, e.gpus, e.slurm_job});
   }
   return RelaunchWorld(job.leader_node, job.launcher.value("ranks", 0), members);
+}
+
+std::string Controller::RelaunchGatherWait(const ElasticJob& job, int group) const {
+  const Extension* ready = nullptr;
+  for (const auto& [id, e] : registry_.extensions) {
+    if (e.parent == job.id && e.group == group) ready = &e;
+  }
+  if (ready == nullptr || ready->joining_at <= 0 || Now() - ready->joining_at >= config_.relaunch_gather_s) return "";
+  for (const auto& [id, e] : registry_.extensions) {
+    if (e.parent != job.id || e.group == group || !job.relaunch_groups.count(e.group)) continue;
+    if (e.state == ExtState::kSubmitting || e.state == ExtState::kSubmitted || e.state == ExtState::kRegistered ||
+        e.state == ExtState::kReady) {
+      return "group " + std::to_string(e.group) + " (" + (e.node.empty() ? "its node not known yet" : e.node) +
+             ", " + std::string(ExtStateName(e.state)) + ") is on its way";
+    }
+  }
+  return "";
 }
 
 nlohmann::json Controller::DeliverCommands(ElasticJob& job) {
@@ -38,7 +62,28 @@ nlohmann::json Controller::DeliverCommands(ElasticJob& job) {
         if (i > 0) break;  // once every command before it is acknowledged
         const int group = body.value("group", 0);
         const bool grow = body.value("op", "") == "grow";
-        auto world = RelaunchWorldFor(job, grow ? group : 0, grow ? 0 : group);
+        if (grow) {
+          if (const std::string wait = RelaunchGatherWait(job, group); !wait.empty()) {
+            Log(LogLevel::kVerbose, kComponent, "job ", job.id, ": relaunch for group ", group, " waits: ", wait);
+            break;
+          }
+        }
+        // The grows by relaunch queued right after it whose groups are ready join with it.
+        std::set<int> add;
+        if (grow) add.insert(group);
+        size_t last = i;
+        while (grow && last + 1 < commands.size()) {
+          const records::OutstandingCommand& next = commands[last + 1];
+          const int g = next.body.value("group", 0);
+          const Extension* e = registry_.FindExtension(job.id, g);
+          if (next.delivered || next.body.value("action", "") != "relaunch" || next.body.value("op", "") != "grow" ||
+              e == nullptr || e->state != ExtState::kJoining || add.count(g)) {
+            break;
+          }
+          add.insert(g);
+          ++last;
+        }
+        auto world = RelaunchWorldFor(job, add, grow ? 0 : group);
         if (!world.ok()) {
           // Sent at a later poll; the group's deadline (ready_timeout, leave_timeout) ends it if
           // the world can never be made. Not yet known (no epoch since elasticd started) is no
@@ -49,7 +94,24 @@ nlohmann::json Controller::DeliverCommands(ElasticJob& job) {
           break;
         }
         body["world"] = world.value();
+        if (last > i) {
+          int gpus = registry_.CurrentGpus(job);
+          for (int g : add) gpus += registry_.FindExtension(job.id, g)->gpus;
+          auto planned_batch = job.grow_batch.find(gpus);
+          body["groups"] = std::vector<int>(add.begin(), add.end());
+          body["gpus"] = gpus;
+          body["global_batch"] =
+              planned_batch != job.grow_batch.end() ? planned_batch->second : commands[last].body.value("global_batch", job.batch);
+          for (size_t j = i + 1; j <= last; ++j) records::FoldCommand(*db_, commands[j].id, commands[i].id, Now());
+          Log(LogLevel::kInfo, kComponent, "job ", job.id, ": groups ", body["groups"].dump(), " join in one relaunch (",
+              body["gpus"].get<int>(), " GPUs)");
+        }
         sent = body;
+        records::MarkDelivered(*db_, commands[i].id, sent);
+        body["command"] = commands[i].id;
+        out.push_back(std::move(body));
+        i = last;
+        continue;
       }
       records::MarkDelivered(*db_, commands[i].id, sent);
     }

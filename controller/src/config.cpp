@@ -193,6 +193,10 @@ std::vector<config::KeySpec> Table(ControllerConfig& c) {
        }},
       {"extensions.ready_timeout", "seconds an extension may take to be ready, and then to join, before it is cancelled (default 300)",
        [&](std::string_view v) { return Seconds(v, "extensions.ready_timeout", 10, 86400, c.ready_timeout_s); }},
+      {"extensions.relaunch_gather",
+       "seconds a group joining by relaunch waits at most for the job's other groups submitted with it, so "
+       "that they join in one relaunch, 0-300, 0: never waits (default 10)",
+       [&](std::string_view v) { return Seconds(v, "extensions.relaunch_gather", 0, 300, c.relaunch_gather_s); }},
       {"extensions.leave_timeout",
        "seconds a job may take to let an extension leave (from the shrink command to its ack) before the "
        "extension job is cancelled, 0-86400, 0: never (default 300)",

@@ -54,6 +54,9 @@ struct ControllerConfig {
   int64_t extension_max_time_min = 1440;
   std::string launcher = "/usr/bin/elastic-launch";
   double ready_timeout_s = 300;         // an extension that does not join by then is cancelled
+  // A group joining by relaunch that is ready waits this long at most for the job's other groups
+  // submitted with it, so that they join in one relaunch (command_delivery.cpp). 0: never waits.
+  double relaunch_gather_s = 10;
   // A joined extension told to leave (a shrink command queued) whose job does not carry it out by
   // then is cancelled: the job reached no rescale point. 0: off.
   double leave_timeout_s = 300;

@@ -95,6 +95,11 @@ class Controller {
   Json OnMetrics(const Request& r);
   Json OnPoll(const Request& r);
   Json OnAck(const Request& r);
+  // One group's part of an acknowledged grow or shrink (a relaunch: its "op"; a relaunch that
+  // several groups join finishes each).
+  // `error`: the runtime's reason where it failed.
+  void FinishGroupCommand(uid_t uid, ElasticJob& job, const std::string& action, int group, bool ok,
+                          const std::string& error, double pause, const Json& phases, double now);
   Json OnReady(const Request& r);
   Json OnLeft(const Request& r);
   Json OnEnded(const Request& r);
@@ -136,8 +141,12 @@ class Controller {
   // acknowledged, with its world made then (the commands after it wait with it).
   nlohmann::json DeliverCommands(ElasticJob& job);
   // The world of a relaunch of `job` (relaunch_world.h): its relaunch groups in the world (joined
-  // or leaving), with group `add` (0: none) and without `drop` (0: none).
-  Result<nlohmann::json> RelaunchWorldFor(const ElasticJob& job, int add, int drop);
+  // or leaving), with the groups `add` and without `drop` (0: none).
+  Result<nlohmann::json> RelaunchWorldFor(const ElasticJob& job, const std::set<int>& add, int drop);
+  // Why the relaunch that brings group `group` in waits before it is sent (empty: it does not): a
+  // group of the job submitted with it is not ready yet, and extensions.relaunch_gather has not
+  // passed since `group` became ready.
+  std::string RelaunchGatherWait(const ElasticJob& job, int group) const;
 
   // ---- lifecycle.cpp: extensions and jobs from submission to end
   // by_relaunch: the extension's launcher holds its node (`--hold`) and the group joins by a

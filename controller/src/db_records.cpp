@@ -166,6 +166,11 @@ void FinishCommand(Database& db, int64_t command, bool ok, double now, const std
          {std::string(ok ? "acked" : "failed"), now, result, command});
 }
 
+void FoldCommand(Database& db, int64_t command, int64_t into, double now) {
+  db.Run("UPDATE commands SET state = 'cancelled', done_at = ?, result = ? WHERE id = ? AND state = 'queued'",
+         {now, nlohmann::json{{"folded_into", into}}.dump(), command});
+}
+
 void CancelCommands(Database& db, uint32_t job) {
   db.Run("UPDATE commands SET state = 'cancelled' WHERE job_id = ? AND state IN ('queued', 'delivered')",
          {int64_t{job}});

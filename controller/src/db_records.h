@@ -65,6 +65,9 @@ std::optional<StoredCommand> FindCommand(Database& db, int64_t command, uint32_t
 std::vector<int64_t> PendingCommandBatches(Database& db, uint32_t job);
 // acked (ok) or failed, with the acknowledgement as its result.
 void FinishCommand(Database& db, int64_t command, bool ok, double now, const std::string& result);
+// A queued command carried out by another (a grow by relaunch that joins in `into`'s relaunch):
+// cancelled, its result {"folded_into": into}.
+void FoldCommand(Database& db, int64_t command, int64_t into, double now);
 void CancelCommands(Database& db, uint32_t job);                 // every one not yet acknowledged
 void CancelGroupCommands(Database& db, uint32_t job, int group);  // those of one group
 

@@ -383,37 +383,18 @@ nlohmann::json Controller::OnAck(const Request& r) {
   std::string action = stored->body.value("action", "");
   // A relaunch carries out a grow or a shrink of a relaunch group ("op"): the same steps follow.
   if (action == "relaunch") action = stored->body.value("op", "");
-  int group = stored->body.value("group", 0);
-  Extension* e = registry_.FindExtension(job.id, group);
   double pause = phases.is_object() && phases.contains("pause_s") && phases["pause_s"].is_number()
                      ? phases["pause_s"].get<double>()
                      : 0.0;
-  records::FinishRescale(*db_, job.id, group, action, ok, pause, phases, now);
-  if (action == "grow" && e != nullptr) {
-    if (ok && e->MoveTo(ExtState::kJoined)) {
-      e->joined_at = now;
-      SaveExtension(*e);
-      job.rescales++;
-      job.last_rescale_at = now;
-      SetGpus(job, registry_.CurrentGpus(job));
-      Audit(r.uid, "grown", job.id, {{"group", group}, {"gpus", registry_.CurrentGpus(job)}, {"phases", phases}});
-    } else if (!ok) {
-      EndExtension(*e, ExtState::kFailed, "grow failed: " + Field<std::string>(r.msg, "error", "no reason given"), true);
-    }
-  } else if (action == "shrink" && e != nullptr) {
-    if (ok) {
-      job.rescales++;
-      job.last_rescale_at = now;
-      EndExtension(*e, ExtState::kLeft, "shrink", true);
-      Audit(r.uid, "shrunk", job.id, {{"group", group}, {"gpus", registry_.CurrentGpus(job)}, {"phases", phases}});
-    } else {
-      Log(LogLevel::kWarning, kComponent, "job ", job.id, " could not shrink group ", group, ": ",
-          Field<std::string>(r.msg, "error", "no reason"));
-      e->MoveTo(ExtState::kJoined);
-      e->leaving_at = 0;
-      SaveExtension(*e);
-    }
+  // A relaunch that several groups join in names them all (command_delivery.cpp); each finishes.
+  std::vector<int> groups;
+  if (stored->body.contains("groups") && stored->body["groups"].is_array()) {
+    for (const auto& g : stored->body["groups"]) groups.push_back(g.get<int>());
+  } else {
+    groups.push_back(stored->body.value("group", 0));
   }
+  const std::string error = Field<std::string>(r.msg, "error", "no reason given");
+  for (const int group : groups) FinishGroupCommand(r.uid, job, action, group, ok, error, pause, phases, now);
   if (action == "checkpoint") OnMoveCheckpoint(job, cmd, ok, Field<std::string>(r.msg, "error", "no reason given"));
   if (action == "set_batch") {
     if (job.batch_command == cmd) job.batch_command = 0;
@@ -470,7 +451,7 @@ nlohmann::json Controller::OnReady(const Request& r) {
   if (job.relaunch_groups.count(group)) {
     // Its launcher holds the node and starts no ranks: the world is started again over it (the
     // world as it is when the command is sent: command_delivery.cpp).
-    if (auto world = RelaunchWorldFor(job, group, 0); !world.ok() && world.status().kind() == ErrorKind::kInvalidArgument) {
+    if (auto world = RelaunchWorldFor(job, {group}, 0); !world.ok() && world.status().kind() == ErrorKind::kInvalidArgument) {
       EndExtension(*e, ExtState::kFailed, "grow by relaunch: " + world.status().message(), true);
       return Json::object();
     }

@@ -369,4 +369,36 @@ void Controller::Reconcile() {
       registry_.extensions.size(), " extensions");
 }
 
+// One group's part of an acknowledged grow or shrink (a relaunch: its "op"; handlers.cpp, OnAck).
+void Controller::FinishGroupCommand(uid_t uid, ElasticJob& job, const std::string& action, int group, bool ok,
+                                    const std::string& error, double pause, const Json& phases, double now) {
+  Extension* e = registry_.FindExtension(job.id, group);
+  records::FinishRescale(*db_, job.id, group, action, ok, pause, phases, now);
+  if (action == "grow" && e != nullptr) {
+    if (ok && e->MoveTo(ExtState::kJoined)) {
+      e->joined_at = now;
+      SaveExtension(*e);
+      job.rescales++;
+      job.last_rescale_at = now;
+      SetGpus(job, registry_.CurrentGpus(job));
+      Audit(uid, "grown", job.id, {{"group", group}, {"gpus", registry_.CurrentGpus(job)}, {"phases", phases}});
+    } else if (!ok) {
+      EndExtension(*e, ExtState::kFailed, "grow failed: " + error, true);
+    }
+  } else if (action == "shrink" && e != nullptr) {
+    if (ok) {
+      job.rescales++;
+      job.last_rescale_at = now;
+      EndExtension(*e, ExtState::kLeft, "shrink", true);
+      Audit(uid, "shrunk", job.id, {{"group", group}, {"gpus", registry_.CurrentGpus(job)}, {"phases", phases}});
+    } else {
+      Log(LogLevel::kWarning, kComponent, "job ", job.id, " could not shrink group ", group, ": ",
+          error);
+      e->MoveTo(ExtState::kJoined);
+      e->leaving_at = 0;
+      SaveExtension(*e);
+    }
+  }
+}
+
 }  // namespace elastic::controller

@@ -1,6 +1,8 @@
 // What a job's runtime receives when it polls (controller/src/command_delivery.cpp), without
 // Slurm: a relaunch goes alone, once the commands before it are acknowledged, with its world
-// made then (a grow before it that failed is not in it); a group joining by relaunch has
+// made then (a grow before it that failed is not in it); groups ready together join in one
+// relaunch, and a ready group waits (extensions.relaunch_gather at most) for the job's other
+// groups on their way; a group joining by relaunch has
 // extensions.ready_timeout from its grow command, not from its submission; and a relaunch group
 // on the job's own node whose extension job ended from outside is relaunched away
 // (lifecycle.cpp, EndedFromOutside).
@@ -100,18 +102,28 @@ const nlohmann::json kGrow1 = {{"action", "relaunch"}, {"op", "grow"}, {"group",
 const nlohmann::json kGrow2 = {{"action", "relaunch"}, {"op", "grow"}, {"group", 2}, {"gpus", 6}, {"global_batch", 192}};
 
 TEST_F(CommandDeliveryTest, ARelaunchQueuedBehindAFailedGrowLeavesItsNodeOut) {
-  // Both groups became ready in one epoch: two relaunches queued, one per group.
-  Seed("joining", "joining", {kGrow1, kGrow2});
+  // Group 1 is ready (its relaunch queued 30 s ago: it waited long enough for group 2, which is
+  // still starting): its relaunch goes alone.
+  Seed("joining", "registered", {kGrow1});
+  {
+    auto db = Database::Open(path_);
+    ASSERT_TRUE(db.ok());
+    records::StartRescale(*db.value(), parent_, "grow", 1, 2, 4, Now() - 30);
+  }
   auto ctl = Start();
   nlohmann::json cmds = Poll(*ctl);
-  ASSERT_EQ(cmds.size(), 1u) << "the second relaunch waits for the first: " << cmds.dump();
+  ASSERT_EQ(cmds.size(), 1u) << cmds.dump();
   EXPECT_EQ(cmds[0]["group"], 1);
+  EXPECT_FALSE(cmds[0].contains("groups")) << cmds.dump();
   EXPECT_EQ(Nodes(cmds[0]), "n1:2,n2:2") << "group 1 joins; group 2 is not in the world yet";
   EXPECT_EQ(cmds[0]["world"][1]["agent"].dump().find("--jobid=90001") != std::string::npos, true) << cmds.dump();
-  // Sent again, unchanged, until it is acknowledged.
+
+  // Group 2 becomes ready now: its relaunch waits for the first.
+  nlohmann::json ready = ctl->Handle(owner_, {{"v", 1}, {"type", "ready"}, {"id", ++id_}, {"job", parent_}, {"group", 2}});
+  ASSERT_TRUE(ready.value("ok", false)) << ready.dump();
   nlohmann::json again = Poll(*ctl);
-  ASSERT_EQ(again.size(), 1u) << again.dump();
-  EXPECT_EQ(again[0], cmds[0]);
+  ASSERT_EQ(again.size(), 1u) << "the second relaunch waits for the first: " << again.dump();
+  EXPECT_EQ(again[0], cmds[0]) << "sent again, unchanged, until it is acknowledged";
 
   // Group 1's relaunch fails: its extension ends, and the next relaunch's world leaves n2 out.
   ASSERT_TRUE(Ack(*ctl, cmds[0], false).value("ok", false));
@@ -119,6 +131,103 @@ TEST_F(CommandDeliveryTest, ARelaunchQueuedBehindAFailedGrowLeavesItsNodeOut) {
   ASSERT_EQ(next.size(), 1u) << next.dump();
   EXPECT_EQ(next[0]["group"], 2);
   EXPECT_EQ(Nodes(next[0]), "n1:2,n3:2") << next.dump();
+}
+
+// The relaunch commands among `cmds`.
+std::vector<nlohmann::json> Relaunches(const nlohmann::json& cmds) {
+  std::vector<nlohmann::json> out;
+  for (const auto& c : cmds) {
+    if (c.value("action", "") == "relaunch") out.push_back(c);
+  }
+  return out;
+}
+
+// Group `group`'s state in elasticd's status.
+std::string GroupState(Controller& ctl, uid_t uid, uint32_t parent, int group) {
+  const nlohmann::json status = ctl.Handle(uid, {{"v", 1}, {"type", "status"}, {"id", 1}});
+  for (const auto& j : status["jobs"]) {
+    if (j["job_id"] != parent) continue;
+    for (const auto& e : j["extensions"]) {
+      if (e["group"] == group) return e["state"];
+    }
+  }
+  return "gone";
+}
+
+TEST_F(CommandDeliveryTest, GroupsReadyTogetherJoinInOneRelaunch) {
+  // Both groups of one epoch's growth are ready, a relaunch queued for each: one relaunch brings
+  // both in (a relaunch stops and starts the whole world: two would pause the job twice).
+  Seed("joining", "joining", {kGrow1, kGrow2});
+  auto ctl = Start();
+  nlohmann::json cmds = Poll(*ctl);
+  ASSERT_EQ(cmds.size(), 1u) << cmds.dump();
+  EXPECT_EQ(Nodes(cmds[0]), "n1:2,n2:2,n3:2") << cmds.dump();
+  EXPECT_EQ(cmds[0]["groups"], nlohmann::json::array({1, 2})) << cmds.dump();
+  EXPECT_EQ(cmds[0]["gpus"], 6);
+  EXPECT_EQ(cmds[0]["global_batch"], 192) << "the batch of the last size";
+  {
+    auto db = Database::Open(path_);
+    ASSERT_TRUE(db.ok());
+    std::string folded;
+    db.value()->Run("SELECT state || ' ' || result FROM commands WHERE json_extract(body, '$.group') = 2", {},
+                    [&](sqlite3_stmt* st) { folded = Database::Text(st, 0); });
+    EXPECT_EQ(folded, "cancelled {\"folded_into\":" + std::to_string(cmds[0]["command"].get<int64_t>()) + "}");
+  }
+  EXPECT_EQ(Poll(*ctl), cmds) << "sent again, unchanged, until it is acknowledged";
+
+  ASSERT_TRUE(Ack(*ctl, cmds[0], true).value("ok", false));
+  EXPECT_EQ(GroupState(*ctl, owner_, parent_, 1), "joined");
+  EXPECT_EQ(GroupState(*ctl, owner_, parent_, 2), "joined");
+  EXPECT_TRUE(Relaunches(Poll(*ctl)).empty()) << "no second relaunch";
+}
+
+TEST_F(CommandDeliveryTest, AReadyGroupWaitsForTheGroupsOnTheirWay) {
+  // Both groups' extension jobs started; group 1's launcher is ready first. Its relaunch waits
+  // for group 2, and then both join in one.
+  Seed("registered", "registered", {});
+  auto ctl = Start();
+  auto ready = [&](int group) {
+    nlohmann::json r = ctl->Handle(owner_, {{"v", 1}, {"type", "ready"}, {"id", ++id_}, {"job", parent_}, {"group", group}});
+    ASSERT_TRUE(r.value("ok", false)) << r.dump();
+  };
+  ready(1);
+  EXPECT_TRUE(Relaunches(Poll(*ctl)).empty()) << "group 2 is on its way";
+  ready(2);
+  const std::vector<nlohmann::json> relaunches = Relaunches(Poll(*ctl));
+  ASSERT_EQ(relaunches.size(), 1u);
+  EXPECT_EQ(Nodes(relaunches[0]), "n1:2,n2:2,n3:2") << relaunches[0].dump();
+  EXPECT_EQ(relaunches[0]["gpus"], 6);
+
+  // Failed: both groups end.
+  ASSERT_TRUE(Ack(*ctl, relaunches[0], false).value("ok", false));
+  EXPECT_EQ(GroupState(*ctl, owner_, parent_, 1), "gone");
+  EXPECT_EQ(GroupState(*ctl, owner_, parent_, 2), "gone");
+}
+
+TEST_F(CommandDeliveryTest, TheWaitForTheOtherGroupsIsBounded) {
+  // Group 1 has been ready for 8 s, group 2 is still starting: with relaunch_gather 10 s group 1
+  // waits; with 5 s it goes alone.
+  for (const double gather : {10.0, 5.0}) {
+    SCOPED_TRACE("relaunch_gather " + std::to_string(gather));
+    state_.Renew();
+    Seed("joining", "registered", {kGrow1});
+    {
+      auto db = Database::Open(path_);
+      ASSERT_TRUE(db.ok());
+      records::StartRescale(*db.value(), parent_, "grow", 1, 2, 4, Now() - 8);
+    }
+    ControllerConfig cfg;
+    cfg.relaunch_gather_s = gather;
+    auto ctl = state_.OpenController(cfg);
+    ctl->Epoch(snap_.nodes, snap_.jobs, /*dry_run=*/true);
+    const std::vector<nlohmann::json> relaunches = Relaunches(Poll(*ctl));
+    if (gather > 8) {
+      EXPECT_TRUE(relaunches.empty());
+    } else {
+      ASSERT_EQ(relaunches.size(), 1u);
+      EXPECT_EQ(Nodes(relaunches[0]), "n1:2,n2:2");
+    }
+  }
 }
 
 TEST_F(CommandDeliveryTest, ARelaunchWaitsForTheCommandsBeforeItAndTheOnesAfterItWaitWithIt) {
@@ -166,15 +275,6 @@ TEST_F(CommandDeliveryTest, AGroupJoiningByRelaunchHasReadyTimeoutFromItsGrowCom
   nlohmann::json cmds = Poll(*ctl);
   ASSERT_EQ(cmds.size(), 1u) << cmds.dump();
   EXPECT_EQ(Nodes(cmds[0]), "n1:2,n2:2");
-}
-
-// The relaunch commands among `cmds`.
-std::vector<nlohmann::json> Relaunches(const nlohmann::json& cmds) {
-  std::vector<nlohmann::json> out;
-  for (const auto& c : cmds) {
-    if (c.value("action", "") == "relaunch") out.push_back(c);
-  }
-  return out;
 }
 
 TEST_F(CommandDeliveryTest, AGroupOnTheJobsOwnNodeWhoseExtensionJobEndedIsRelaunchedAway) {

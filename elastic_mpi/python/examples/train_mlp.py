@@ -230,7 +230,10 @@ def main(argv):
 
     if ids is not None:
         ids.close()
-    if session.left:
+    if session.should_stop:
+        # Its group left, or the world stops (SIGTERM: the job resumes from the runtime's
+        # checkpoint; a relaunch: the world started again goes on from the state it hands over).
+        # Training did not end: no end-of-training checkpoint, loss or result (as train_logreg).
         session.close()
         return EXIT_CHECK_FAILED if failed else 0
     if args.checkpoint:

@@ -43,8 +43,14 @@ class ElasticEndToEndTest(ElasticdTestCase):
 
     def test_grow_release_for_a_waiting_job_and_external_cancel(self):
         relaunch = by_relaunch()
-        a, wd_a = submit_trainer("grow-a", gpus=2, max_gpus=6, gpu_type="a100", epochs=150)
-        c, wd_c = submit_trainer("grow-c", gpus=2, max_gpus=6, gpu_type="v100", epochs=400)
+        # Steps that are mostly emulated GPU time (4 ms a sample): two jobs of 6 ranks on this
+        # machine's 2 cores, with steps of little emulated time and much CPU (0.4 ms a sample),
+        # measured 6 GPUs 8-28 times slower per step than 2 (Open MPI 5, 2026-11-28), and elasticd
+        # then rightly shrank both to 2 once it had fitted that, about 15 s after they reached 6.
+        a, wd_a = submit_trainer("grow-a", gpus=2, max_gpus=6, gpu_type="a100", samples=1000, epochs=60,
+                                 compute_us=4000)
+        c, wd_c = submit_trainer("grow-c", gpus=2, max_gpus=6, gpu_type="v100", samples=1000, epochs=400,
+                                 compute_us=4000)
         self.jobs += [a, c]
         self.registered(a)
         self.registered(c)

@@ -95,8 +95,14 @@ nlohmann::json Controller::DeliverCommands(ElasticJob& job) {
         }
         body["world"] = world.value();
         if (last > i) {
+          // Each group's rescale record passes on from the size the one before it brought.
           int gpus = registry_.CurrentGpus(job);
-          for (int g : add) gpus += registry_.FindExtension(job.id, g)->gpus;
+          for (size_t j = i; j <= last; ++j) {
+            const int g = commands[j].body.value("group", 0);
+            const int to = gpus + registry_.FindExtension(job.id, g)->gpus;
+            records::SetRescaleSizes(*db_, job.id, g, "grow", gpus, to);
+            gpus = to;
+          }
           auto planned_batch = job.grow_batch.find(gpus);
           body["groups"] = std::vector<int>(add.begin(), add.end());
           body["gpus"] = gpus;

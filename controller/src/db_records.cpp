@@ -189,6 +189,11 @@ void StartRescale(Database& db, uint32_t job, const std::string& kind, int group
          {int64_t{job}, kind, int64_t{group}, int64_t{from_gpus}, int64_t{to_gpus}, now});
 }
 
+void SetRescaleSizes(Database& db, uint32_t job, int group, const std::string& kind, int from_gpus, int to_gpus) {
+  db.Run("UPDATE rescales SET from_gpus = ?, to_gpus = ? WHERE job_id = ? AND grp = ? AND kind = ? AND done_at IS NULL",
+         {int64_t{from_gpus}, int64_t{to_gpus}, int64_t{job}, int64_t{group}, kind});
+}
+
 void FinishRescale(Database& db, uint32_t job, int group, const std::string& kind, bool ok, double pause_s,
                    const nlohmann::json& phases, double now) {
   db.Run("UPDATE rescales SET done_at = ?, ok = ?, pause_s = ?, phases = ? WHERE job_id = ? AND grp = ? AND kind = ? "

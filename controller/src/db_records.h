@@ -75,6 +75,8 @@ void CancelGroupCommands(Database& db, uint32_t job, int group);  // those of on
 void StartRescale(Database& db, uint32_t job, const std::string& kind, int group, int from_gpus, int to_gpus,
                   double now);
 // Finishes the open rescale of (job, group, kind).
+// The sizes of a rescale not finished yet (groups folded into one relaunch pass one after the other).
+void SetRescaleSizes(Database& db, uint32_t job, int group, const std::string& kind, int from_gpus, int to_gpus);
 void FinishRescale(Database& db, uint32_t job, int group, const std::string& kind, bool ok, double pause_s,
                    const nlohmann::json& phases, double now);
 

@@ -394,7 +394,11 @@ nlohmann::json Controller::OnAck(const Request& r) {
     groups.push_back(stored->body.value("group", 0));
   }
   const std::string error = Field<std::string>(r.msg, "error", "no reason given");
-  for (const int group : groups) FinishGroupCommand(r.uid, job, action, group, ok, error, pause, phases, now);
+  // One relaunch, one pause: the first group's record carries it (reports deduct it once).
+  for (size_t k = 0; k < groups.size(); ++k) {
+    FinishGroupCommand(r.uid, job, action, groups[k], ok, error, k == 0 ? pause : 0.0,
+                       k == 0 ? phases : Json{{"with_group", groups[0]}}, now);
+  }
   if (action == "checkpoint") OnMoveCheckpoint(job, cmd, ok, Field<std::string>(r.msg, "error", "no reason given"));
   if (action == "set_batch") {
     if (job.batch_command == cmd) job.batch_command = 0;

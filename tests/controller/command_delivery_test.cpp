@@ -158,6 +158,11 @@ TEST_F(CommandDeliveryTest, GroupsReadyTogetherJoinInOneRelaunch) {
   // Both groups of one epoch's growth are ready, a relaunch queued for each: one relaunch brings
   // both in (a relaunch stops and starts the whole world: two would pause the job twice).
   Seed("joining", "joining", {kGrow1, kGrow2});
+  {
+    auto db = Database::Open(path_);
+    ASSERT_TRUE(db.ok());
+    for (int group : {1, 2}) records::StartRescale(*db.value(), parent_, "grow", group, 2, 4, Now() - 2);  // as OnReady
+  }
   auto ctl = Start();
   nlohmann::json cmds = Poll(*ctl);
   ASSERT_EQ(cmds.size(), 1u) << cmds.dump();
@@ -175,10 +180,23 @@ TEST_F(CommandDeliveryTest, GroupsReadyTogetherJoinInOneRelaunch) {
   }
   EXPECT_EQ(Poll(*ctl), cmds) << "sent again, unchanged, until it is acknowledged";
 
-  ASSERT_TRUE(Ack(*ctl, cmds[0], true).value("ok", false));
+  nlohmann::json ack = ctl->Handle(owner_, {{"v", 1}, {"type", "ack"}, {"id", ++id_}, {"job", parent_},
+                                            {"command", cmds[0]["command"]}, {"ok", true},
+                                            {"phases", {{"pause_s", 1.5}}}});
+  ASSERT_TRUE(ack.value("ok", false)) << ack.dump();
   EXPECT_EQ(GroupState(*ctl, owner_, parent_, 1), "joined");
   EXPECT_EQ(GroupState(*ctl, owner_, parent_, 2), "joined");
   EXPECT_TRUE(Relaunches(Poll(*ctl)).empty()) << "no second relaunch";
+  // The journal: one group after the other (2 -> 4 -> 6), and the one pause once.
+  auto db = Database::Open(path_);
+  ASSERT_TRUE(db.ok());
+  std::string rescales;
+  db.value()->Run("SELECT grp, from_gpus, to_gpus, ok, pause_s FROM rescales ORDER BY grp", {}, [&](sqlite3_stmt* st) {
+    rescales += std::to_string(Database::Int(st, 0)) + ":" + std::to_string(Database::Int(st, 1)) + "->" +
+                std::to_string(Database::Int(st, 2)) + " ok " + std::to_string(Database::Int(st, 3)) + " pause " +
+                std::to_string(Database::Real(st, 4)) + "; ";
+  });
+  EXPECT_EQ(rescales, "1:2->4 ok 1 pause 1.500000; 2:4->6 ok 1 pause 0.000000; ");
 }
 
 TEST_F(CommandDeliveryTest, AReadyGroupWaitsForTheGroupsOnTheirWay) {

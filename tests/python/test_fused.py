@@ -148,7 +148,11 @@ class FusedEquivalenceTest(unittest.TestCase):
 
     def test_a_diverged_trial_leaves_by_itself(self):
         x, y = data((16,), 4, 5)
-        trials = FusedTrials([mlp(s) for s in (1, 2, 3)], [{"lr": 0.1}, {"lr": 1e300}, {"lr": 0.1}])
+        # Weight decay of 1e300 multiplies trial 1's weights by about -1e299 at every step: they
+        # overflow at the second whatever its gradients. (A learning rate of 1e300 did not always:
+        # in float64, with dead ReLUs its loss stayed a finite 1e300 on one machine.)
+        trials = FusedTrials([mlp(s) for s in (1, 2, 3)],
+                             [{"lr": 0.1}, {"lr": 0.1, "weight_decay": 1e300}, {"lr": 0.1}])
         for step in range(5):
             trials.step(x[step * BATCH:(step + 1) * BATCH], y[step * BATCH:(step + 1) * BATCH])
         self.assertEqual(trials.ids, [0, 2])

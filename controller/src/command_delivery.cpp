@@ -7,12 +7,13 @@
 // when it is first sent, from the job's extensions as they are then: a grow queued before it may
 // have failed, and its world must not name that group's node (relaunch_world.h).
 //
-// Groups join by relaunch together: a relaunch stops and starts the whole world, so two groups
-// submitted in one epoch (one per node) would pause the job twice. The first that is ready waits
-// (at most extensions.relaunch_gather from its ready) for the job's other groups on their way,
-// and the relaunches of the groups that are ready by then, queued one after the other, go as one
-// command: its world brings them all in, its `groups` names them, and the commands folded into
-// it are cancelled with `folded_into` (handlers.cpp, OnAck, finishes each group).
+// Groups join or leave by relaunch together: a relaunch stops and starts the whole world, so two
+// groups submitted in one epoch (one per node) would pause the job twice. The first that is ready
+// waits (at most extensions.relaunch_gather from its ready) for the job's other groups on their
+// way, and the relaunches of the groups that are ready by then, queued one after the other, go as
+// one command: its world brings them all in, its `groups` names them, and the commands folded
+// into it are cancelled with `folded_into` (handlers.cpp, OnAck, finishes each group). Groups
+// leaving in one epoch (queued together) leave in one relaunch the same way.
 #include "controller.h"
 #include "relaunch_world.h"
 #include "elastic/common/log.h"
@@ -22,13 +23,14 @@ namespace {
 constexpr const char* kComponent = "controller";
 }  // namespace
 
-Result<nlohmann::json> Controller::RelaunchWorldFor(const ElasticJob& job, const std::set<int>& add, int drop) {
+Result<nlohmann::json> Controller::RelaunchWorldFor(const ElasticJob& job, const std::set<int>& add,
+                                                   const std::set<int>& drop) {
   if (job.leader_node.empty()) {
     return Status(ErrorKind::kUnavailable, "the job's node is not known yet (no epoch has seen the job since elasticd started)");
   }
   std::vector<RelaunchMember> members;
   for (const auto& [id, e] : registry_.extensions) {  // by id: the order they were submitted in
-    if (e.parent != job.id || !job.relaunch_groups.count(e.group) || e.group == drop) continue;
+    if (e.parent != job.id || !job.relaunch_groups.count(e.group) || drop.count(e.group)) continue;
     if (add.count(e.group) || e.InWorld()) members.push_back({e.node, e.gpus, e.slurm_job});
   }
   return RelaunchWorld(job.leader_node, job.launcher.value("ranks", 0), members);
@@ -51,6 +53,28 @@ std::string Controller::RelaunchGatherWait(const ElasticJob& job, int group) con
   return "";
 }
 
+size_t Controller::RelaunchFold(const ElasticJob& job, const std::vector<records::OutstandingCommand>& commands,
+                                size_t first, std::set<int>& groups) {
+  const std::string op = commands[first].body.value("op", "");
+  groups.insert(commands[first].body.value("group", 0));
+  size_t last = first;
+  while (last + 1 < commands.size()) {
+    const records::OutstandingCommand& next = commands[last + 1];
+    const int g = next.body.value("group", 0);
+    if (next.delivered || next.body.value("action", "") != "relaunch" || next.body.value("op", "") != op ||
+        groups.count(g)) {
+      break;
+    }
+    if (op == "grow") {  // a group joins once it is ready
+      const Extension* e = registry_.FindExtension(job.id, g);
+      if (e == nullptr || e->state != ExtState::kJoining) break;
+    }
+    groups.insert(g);
+    ++last;
+  }
+  return last;
+}
+
 nlohmann::json Controller::DeliverCommands(ElasticJob& job) {
   nlohmann::json out = nlohmann::json::array();
   const std::vector<records::OutstandingCommand> commands = records::OutstandingCommands(*db_, job.id);
@@ -68,22 +92,10 @@ nlohmann::json Controller::DeliverCommands(ElasticJob& job) {
             break;
           }
         }
-        // The grows by relaunch queued right after it whose groups are ready join with it.
-        std::set<int> add;
-        if (grow) add.insert(group);
-        size_t last = i;
-        while (grow && last + 1 < commands.size()) {
-          const records::OutstandingCommand& next = commands[last + 1];
-          const int g = next.body.value("group", 0);
-          const Extension* e = registry_.FindExtension(job.id, g);
-          if (next.delivered || next.body.value("action", "") != "relaunch" || next.body.value("op", "") != "grow" ||
-              e == nullptr || e->state != ExtState::kJoining || add.count(g)) {
-            break;
-          }
-          add.insert(g);
-          ++last;
-        }
-        auto world = RelaunchWorldFor(job, add, grow ? 0 : group);
+        // The relaunches of the same change queued right after it go with it.
+        std::set<int> groups;
+        const size_t last = RelaunchFold(job, commands, i, groups);
+        auto world = grow ? RelaunchWorldFor(job, groups, {}) : RelaunchWorldFor(job, {}, groups);
         if (!world.ok()) {
           // Sent at a later poll; the group's deadline (ready_timeout, leave_timeout) ends it if
           // the world can never be made. Not yet known (no epoch since elasticd started) is no
@@ -95,22 +107,29 @@ nlohmann::json Controller::DeliverCommands(ElasticJob& job) {
         }
         body["world"] = world.value();
         if (last > i) {
-          // Each group's rescale record passes on from the size the one before it brought.
-          int gpus = registry_.CurrentGpus(job);
-          for (size_t j = i; j <= last; ++j) {
-            const int g = commands[j].body.value("group", 0);
-            const int to = gpus + registry_.FindExtension(job.id, g)->gpus;
-            records::SetRescaleSizes(*db_, job.id, g, "grow", gpus, to);
-            gpus = to;
+          const nlohmann::json& final_cmd = commands[last].body;
+          if (grow) {
+            // Each group's rescale record passes on from the size the one before it brought
+            // (a shrink's were queued so, in one epoch).
+            int gpus = registry_.CurrentGpus(job);
+            for (size_t j = i; j <= last; ++j) {
+              const int g = commands[j].body.value("group", 0);
+              const int to = gpus + registry_.FindExtension(job.id, g)->gpus;
+              records::SetRescaleSizes(*db_, job.id, g, "grow", gpus, to);
+              gpus = to;
+            }
+            auto planned_batch = job.grow_batch.find(gpus);
+            body["gpus"] = gpus;
+            body["global_batch"] =
+                planned_batch != job.grow_batch.end() ? planned_batch->second : final_cmd.value("global_batch", job.batch);
+          } else {
+            body["gpus"] = final_cmd.value("gpus", body.value("gpus", 0));
+            if (final_cmd.contains("global_batch")) body["global_batch"] = final_cmd["global_batch"];
           }
-          auto planned_batch = job.grow_batch.find(gpus);
-          body["groups"] = std::vector<int>(add.begin(), add.end());
-          body["gpus"] = gpus;
-          body["global_batch"] =
-              planned_batch != job.grow_batch.end() ? planned_batch->second : commands[last].body.value("global_batch", job.batch);
+          body["groups"] = std::vector<int>(groups.begin(), groups.end());
           for (size_t j = i + 1; j <= last; ++j) records::FoldCommand(*db_, commands[j].id, commands[i].id, Now());
-          Log(LogLevel::kInfo, kComponent, "job ", job.id, ": groups ", body["groups"].dump(), " join in one relaunch (",
-              body["gpus"].get<int>(), " GPUs)");
+          Log(LogLevel::kInfo, kComponent, "job ", job.id, ": groups ", body["groups"].dump(),
+              grow ? " join" : " leave", " in one relaunch (", body["gpus"].get<int>(), " GPUs)");
         }
         sent = body;
         records::MarkDelivered(*db_, commands[i].id, sent);

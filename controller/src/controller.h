@@ -141,8 +141,13 @@ class Controller {
   // acknowledged, with its world made then (the commands after it wait with it).
   nlohmann::json DeliverCommands(ElasticJob& job);
   // The world of a relaunch of `job` (relaunch_world.h): its relaunch groups in the world (joined
-  // or leaving), with the groups `add` and without `drop` (0: none).
-  Result<nlohmann::json> RelaunchWorldFor(const ElasticJob& job, const std::set<int>& add, int drop);
+  // or leaving), with the groups `add` and without those in `drop`.
+  Result<nlohmann::json> RelaunchWorldFor(const ElasticJob& job, const std::set<int>& add, const std::set<int>& drop);
+  // The relaunches queued right after commands[first] that go with it (command_delivery.cpp): not
+  // yet sent, of the same op, for a grow each group ready. Returns the index of the last one;
+  // `groups` gets every group of them, commands[first]'s included.
+  size_t RelaunchFold(const ElasticJob& job, const std::vector<records::OutstandingCommand>& commands, size_t first,
+                      std::set<int>& groups);
   // Why the relaunch that brings group `group` in waits before it is sent (empty: it does not): a
   // group of the job submitted with it is not ready yet, and extensions.relaunch_gather has not
   // passed since `group` became ready.

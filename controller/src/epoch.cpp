@@ -444,7 +444,7 @@ void Controller::LetGo(ElasticJob& job, Extension& e, const PlanInput& in, bool 
     // is sent (command_delivery.cpp).
     const bool by_relaunch = job.relaunch_groups.count(e.group) > 0;
     if (by_relaunch) {
-      if (auto w = RelaunchWorldFor(job, {}, e.group); !w.ok() && w.status().kind() == ErrorKind::kInvalidArgument) {
+      if (auto w = RelaunchWorldFor(job, {}, {e.group}); !w.ok() && w.status().kind() == ErrorKind::kInvalidArgument) {
         Log(LogLevel::kWarning, kComponent, "job ", job.id, ": group ", e.group, " cannot leave by relaunch: ",
             w.status().message());
         return;

@@ -455,7 +455,7 @@ nlohmann::json Controller::OnReady(const Request& r) {
   if (job.relaunch_groups.count(group)) {
     // Its launcher holds the node and starts no ranks: the world is started again over it (the
     // world as it is when the command is sent: command_delivery.cpp).
-    if (auto world = RelaunchWorldFor(job, {group}, 0); !world.ok() && world.status().kind() == ErrorKind::kInvalidArgument) {
+    if (auto world = RelaunchWorldFor(job, {group}, {}); !world.ok() && world.status().kind() == ErrorKind::kInvalidArgument) {
       EndExtension(*e, ExtState::kFailed, "grow by relaunch: " + world.status().message(), true);
       return Json::object();
     }

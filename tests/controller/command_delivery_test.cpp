@@ -1,7 +1,7 @@
 // What a job's runtime receives when it polls (controller/src/command_delivery.cpp), without
 // Slurm: a relaunch goes alone, once the commands before it are acknowledged, with its world
 // made then (a grow before it that failed is not in it); groups ready together join in one
-// relaunch, and a ready group waits (extensions.relaunch_gather at most) for the job's other
+// relaunch (groups leaving together leave in one), and a ready group waits (extensions.relaunch_gather at most) for the job's other
 // groups on their way; a group joining by relaunch has
 // extensions.ready_timeout from its grow command, not from its submission; and a relaunch group
 // on the job's own node whose extension job ended from outside is relaunched away
@@ -197,6 +197,25 @@ TEST_F(CommandDeliveryTest, GroupsReadyTogetherJoinInOneRelaunch) {
                 std::to_string(Database::Real(st, 4)) + "; ";
   });
   EXPECT_EQ(rescales, "1:2->4 ok 1 pause 1.500000; 2:4->6 ok 1 pause 0.000000; ");
+}
+
+TEST_F(CommandDeliveryTest, GroupsLeavingInOneEpochLeaveInOneRelaunch) {
+  // Both groups leave in one epoch (a shrink relaunch queued for each, group 2 first, 6 -> 4 ->
+  // 2): one relaunch over the job's node alone.
+  Seed("leaving", "leaving",
+       {{{"action", "relaunch"}, {"op", "shrink"}, {"group", 2}, {"gpus", 4}, {"global_batch", 128}},
+        {{"action", "relaunch"}, {"op", "shrink"}, {"group", 1}, {"gpus", 2}, {"global_batch", 64}}});
+  auto ctl = Start();
+  nlohmann::json cmds = Poll(*ctl);
+  ASSERT_EQ(cmds.size(), 1u) << cmds.dump();
+  EXPECT_EQ(Nodes(cmds[0]), "n1:2") << cmds.dump();
+  EXPECT_EQ(cmds[0]["groups"], nlohmann::json::array({1, 2})) << cmds.dump();
+  EXPECT_EQ(cmds[0]["gpus"], 2);
+  EXPECT_EQ(cmds[0]["global_batch"], 64) << "the batch of the last size";
+  ASSERT_TRUE(Ack(*ctl, cmds[0], true).value("ok", false));
+  EXPECT_EQ(GroupState(*ctl, owner_, parent_, 1), "gone");
+  EXPECT_EQ(GroupState(*ctl, owner_, parent_, 2), "gone");
+  EXPECT_TRUE(Relaunches(Poll(*ctl)).empty()) << "no second relaunch";
 }
 
 TEST_F(CommandDeliveryTest, AReadyGroupWaitsForTheGroupsOnTheirWay) {

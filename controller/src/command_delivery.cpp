@@ -114,7 +114,9 @@ nlohmann::json Controller::DeliverCommands(ElasticJob& job) {
             int gpus = registry_.CurrentGpus(job);
             for (size_t j = i; j <= last; ++j) {
               const int g = commands[j].body.value("group", 0);
-              const int to = gpus + registry_.FindExtension(job.id, g)->gpus;
+              const Extension* x = registry_.FindExtension(job.id, g);
+              if (x == nullptr) continue;  // failed since it was queued: not in the world
+              const int to = gpus + x->gpus;
               records::SetRescaleSizes(*db_, job.id, g, "grow", gpus, to);
               gpus = to;
             }

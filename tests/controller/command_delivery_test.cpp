@@ -74,9 +74,10 @@ class CommandDeliveryTest : public ::testing::Test {
     return r["commands"];
   }
 
-  nlohmann::json Ack(Controller& ctl, const nlohmann::json& cmd, bool ok) {
+  nlohmann::json Ack(Controller& ctl, const nlohmann::json& cmd, bool ok, const nlohmann::json& phases = nullptr) {
     nlohmann::json msg = {{"v", 1}, {"type", "ack"}, {"id", ++id_}, {"job", parent_}, {"command", cmd["command"]},
                           {"ok", ok}};
+    if (!phases.is_null()) msg["phases"] = phases;
     if (!ok) msg["error"] = "the new world did not start";
     return ctl.Handle(owner_, msg);
   }
@@ -180,9 +181,7 @@ TEST_F(CommandDeliveryTest, GroupsReadyTogetherJoinInOneRelaunch) {
   }
   EXPECT_EQ(Poll(*ctl), cmds) << "sent again, unchanged, until it is acknowledged";
 
-  nlohmann::json ack = ctl->Handle(owner_, {{"v", 1}, {"type", "ack"}, {"id", ++id_}, {"job", parent_},
-                                            {"command", cmds[0]["command"]}, {"ok", true},
-                                            {"phases", {{"pause_s", 1.5}}}});
+  nlohmann::json ack = Ack(*ctl, cmds[0], true, {{"pause_s", 1.5}});
   ASSERT_TRUE(ack.value("ok", false)) << ack.dump();
   EXPECT_EQ(GroupState(*ctl, owner_, parent_, 1), "joined");
   EXPECT_EQ(GroupState(*ctl, owner_, parent_, 2), "joined");

@@ -58,4 +58,32 @@ const EnvVar* FindEnvVar(std::string_view name) noexcept {
   return nullptr;
 }
 
+bool NeverCarriedToExtensions(std::string_view name) noexcept {
+  if (const EnvVar* v = FindEnvVar(name); v != nullptr && v->per_launch) return true;
+  static constexpr std::array kPrefixes{std::string_view("SLURM_"), std::string_view("SLURMD_"),
+                                        std::string_view("SRUN_"),  std::string_view("SBATCH_"),
+                                        std::string_view("SALLOC_"), std::string_view("_SLURM_"),
+                                        std::string_view("SPANK_"), std::string_view("PMI_"),
+                                        std::string_view("PMIX_"),  std::string_view("PRTE_")};
+  for (std::string_view p : kPrefixes) {
+    if (name.starts_with(p)) return true;
+  }
+  return name.starts_with("OMPI_") && !name.starts_with("OMPI_MCA_");
+}
+
+bool CarriedToExtensionsByDefault(std::string_view name) noexcept {
+  if (name.empty() || NeverCarriedToExtensions(name)) return false;
+  static constexpr std::array kOwnToANode{
+      std::string_view("CUDA_VISIBLE_DEVICES"), std::string_view("ROCR_VISIBLE_DEVICES"),
+      std::string_view("HIP_VISIBLE_DEVICES"), std::string_view("GPU_DEVICE_ORDINAL"),
+      std::string_view("ZE_AFFINITY_MASK"), std::string_view("TMPDIR"), std::string_view("HOME"),
+      std::string_view("HOSTNAME"), std::string_view("PWD"), std::string_view("OLDPWD"),
+      std::string_view("SHLVL"), std::string_view("_"), std::string_view("XDG_RUNTIME_DIR"),
+      std::string_view("DBUS_SESSION_BUS_ADDRESS"), std::string_view("ENVIRONMENT")};
+  for (std::string_view n : kOwnToANode) {
+    if (name == n) return false;
+  }
+  return !name.starts_with("SSH_");
+}
+
 }  // namespace elastic::contract

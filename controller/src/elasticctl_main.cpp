@@ -1,4 +1,5 @@
 // elasticctl: the staff's tool to look at and steer elasticd.
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -192,6 +193,8 @@ int Simple(const Options& o, Json request, const char* done) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // elasticd or munged gone mid-request: an error message and exit 3, not a silent death by SIGPIPE.
+  std::signal(SIGPIPE, SIG_IGN);
   Options o;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];

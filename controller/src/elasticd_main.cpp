@@ -249,6 +249,10 @@ int Run(const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The client libraries elasticd calls (Slurm's, munge's) write to slurmctld's and munged's
+  // sockets: one that its daemon closed under it must fail that call (EPIPE), not kill elasticd
+  // without a word (SIGPIPE). elasticd starts no programs that would inherit this.
+  std::signal(SIGPIPE, SIG_IGN);
   std::string config;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];

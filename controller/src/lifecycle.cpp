@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "controller.h"
+#include "elastic/common/env_vars.h"
 #include "elastic/common/exit_codes.h"
 #include "elastic/common/extension_link.h"
 #include "elastic/common/join_token.h"
@@ -271,10 +272,16 @@ Status Controller::SubmitExtension(ElasticJob& job, const std::string& node, int
   script += " --";
   for (const auto& a : job.launcher["argv"]) script += " " + ShellQuote(a.get<std::string>());
   sub.script = script + "\n";
-  for (const auto& [k, v] : job.launcher["env"].items()) sub.environment.push_back(k + "=" + v.get<std::string>());
+  // The parent's environment as its launcher registered it (contract: env_vars.h), but Slurm's
+  // and the launchers' own and what elasticd sets here (an old or forged registration included).
+  const passwd* pw = getpwuid(job.uid);
+  for (const auto& [k, v] : job.launcher["env"].items()) {
+    if (contract::NeverCarriedToExtensions(k) || (pw != nullptr && k == "HOME")) continue;
+    sub.environment.push_back(k + "=" + v.get<std::string>());
+  }
   sub.environment.push_back("_SLURM_SPANK_OPTION_elastic_elastic_extension=" + std::to_string(job.id) + ":" +
                             std::to_string(e.group));
-  if (passwd* pw = getpwuid(job.uid)) sub.environment.push_back(std::string("HOME=") + pw->pw_dir);
+  if (pw != nullptr) sub.environment.push_back(std::string("HOME=") + pw->pw_dir);
 
   auto submitted = slurm_->SubmitHeld(sub);
   if (!submitted.ok()) {

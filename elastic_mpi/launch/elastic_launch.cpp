@@ -99,7 +99,9 @@ void Usage(std::FILE* out = stderr) {
                "  --run-dir DIR        the job's private directory (default: ELASTIC_RUN_DIR, else\n"
                "                       <working directory>/.elastic/<job>)\n"
                "  --oversubscribe      more ranks than cores (small test machines); idle ranks give their core away\n"
-               "  --export VARS        comma-separated variables an extension job gets too\n"
+               "  --export VARS        comma-separated node-specific variables extension jobs get too (they get this\n"
+               "                       job's environment but Slurm's, MPI's and each node's own: GPU visibility,\n"
+               "                       TMPDIR, HOME, ...)\n"
                "  --mpirun PATH        mpirun to use for several ranks (default: mpirun)\n"
                "  --rendezvous-server PATH  the rendezvous server to start (default: %s; also --ompi-server)\n"
                "  --wait S             seconds to wait for the rendezvous URI (default 60)\n"
@@ -315,21 +317,19 @@ bool Parse(int argc, char** argv, const elastic::mpi::Config& config, Options* o
   return true;
 }
 
-// Variables an extension job inherits from the parent's launcher (besides what Slurm sets):
-// the program's search paths, MPI's settings, the runtime's tunables, and --export names.
-nlohmann::json CuratedEnvironment(const Options& o) {
+// The environment an extension's launcher, and so its ranks, inherit from this one: the job's
+// own, but for what belongs to one launch, node or allocation (contract::CarriedToExtensionsByDefault);
+// --export names are carried even so, unless contract::NeverCarriedToExtensions.
+nlohmann::json JobEnvironment(const Options& o) {
   nlohmann::json env = nlohmann::json::object();
   for (char** e = environ; *e != nullptr; ++e) {
     std::string kv = *e;
     auto eq = kv.find('=');
-    if (eq == std::string::npos) continue;
+    if (eq == std::string::npos || eq == 0) continue;
     std::string name = kv.substr(0, eq);
-    bool keep = name == "PATH" || name == "LD_LIBRARY_PATH" || name == "PYTHONPATH" || name == "LANG" ||
-                name == "OMP_NUM_THREADS" || name.rfind("OMPI_MCA_", 0) == 0 || name.rfind("ELASTIC_", 0) == 0;
-    // Set per job or per launch (by the plugin or this launcher): never copied from the parent.
-    if (const auto* v = elastic::contract::FindEnvVar(name); v != nullptr && v->per_launch) keep = false;
+    bool keep = elastic::contract::CarriedToExtensionsByDefault(name);
     for (const auto& x : o.exports) keep = keep || name == x;
-    if (keep) env[name] = kv.substr(eq + 1);
+    if (keep && !elastic::contract::NeverCarriedToExtensions(name)) env[name] = kv.substr(eq + 1);
   }
   return env;
 }
@@ -388,7 +388,7 @@ void RegisterLauncher(const Options& o, const elastic::mpi::Config& config, cons
                      {"argv", argv},
                      {"launcher_args", launcher_args},
                      {"cwd", getcwd(cwd, sizeof cwd) ? cwd : "/"},
-                     {"env", CuratedEnvironment(o)},
+                     {"env", JobEnvironment(o)},
                      {"topology", topology.is_discarded() ? nlohmann::json::object() : topology},
                      {"grows_onto", elastic::mpi::stack::GrowsOnto()},
                      {"ranks", o.ranks}};  // this node's ranks: a relaunch's world has them on it

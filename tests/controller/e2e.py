@@ -15,9 +15,10 @@ TRAINER = os.path.join(CLUSTER_DIR, "bin", "elastic-train-logreg")
 
 
 def trainer_script(gpus, max_gpus, gpu_type="a100", samples=4000, epochs=40, batch=64, compute_us=400,
-                   sbatch_lines="", env="", trainer_args=""):
+                   sbatch_lines="", env="", trainer_args="", wrapper=""):
     """An elastic job: the example trainer, one rank per GPU, emulating GPU time per sample.
-    gpu_type None: an untyped GPU request (--gres=gpu:N)."""
+    gpu_type None: an untyped GPU request (--gres=gpu:N). wrapper: words before the trainer's
+    path in the program elastic-launch starts (extensions run the same program)."""
     gres = f"gpu:{gpu_type}:{gpus}" if gpu_type else f"gpu:{gpus}"
     return f"""#!/bin/bash
 #SBATCH --elastic-gpus={gpus}:{max_gpus}
@@ -25,7 +26,7 @@ def trainer_script(gpus, max_gpus, gpu_type="a100", samples=4000, epochs=40, bat
 #SBATCH -o job-%j.out
 {sbatch_lines}
 export OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo {env}
-srun --ntasks-per-node=1 {LAUNCH} --oversubscribe -- {TRAINER} --samples {samples} --epochs {epochs} \\
+srun --ntasks-per-node=1 {LAUNCH} --oversubscribe -- {wrapper}{TRAINER} --samples {samples} --epochs {epochs} \\
      --batch {batch} --compute-us-per-sample {compute_us} {trainer_args}
 exit $?
 """

@@ -163,6 +163,9 @@ class ControllerTest(ClusterTestCase):
         reply = json.loads(decode(c.read_frame())[1])
         self.assertEqual(reply["error"]["kind"], "permission")
         self.assertIn("replayed", reply["error"]["message"].lower())
+        # A write to a peer that has gone (SIGPIPE) fails the write, not the daemon.
+        os.kill(self.d.proc.pid, signal.SIGPIPE)
+        time.sleep(0.2)
         # Still alive and answering.
         self.assertIsNone(self.d.proc.poll())
         self.assertEqual(ctl("status").returncode, 0)

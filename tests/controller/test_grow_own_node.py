@@ -30,7 +30,11 @@ def nodes_of(job):
 
 class GrowOwnNodeTest(ElasticdTestCase):
     def test_a_job_grows_on_its_own_node(self):
-        job, wd = submit_trainer("own-node", gpus=1, max_gpus=4, gpu_type="a100", epochs=100)
+        # Every rank writes its environment: the ranks that join run with the job's own (a BLAS
+        # tunable, say) and Slurm's variables of their own job.
+        dump = "sh -c 'env > \"env-$SLURM_JOB_ID-$ELASTIC_LOCAL_RANK\"; exec \"$0\" \"$@\"' "
+        job, wd = submit_trainer("own-node", gpus=1, max_gpus=4, gpu_type="a100", epochs=100, wrapper=dump,
+                                 env="OPENBLAS_CORETYPE=Haswell GROW_TEST_MARK='the job'\\''s own'")
         self.jobs.append(job)
         wait_until(lambda: status().get(job, {}).get("metrics_received", 0) > 0, 90, "the job's first step")
         parent_node = nodes_of(job)
@@ -44,6 +48,15 @@ class GrowOwnNodeTest(ElasticdTestCase):
         wait_until(lambda: re.search(r"join at step \d+: \d -> 4 ranks", read(os.path.join(wd, f"job-{job}.out"))),
                    60, "the join in the job's output")
         self.assertEqual(wait_job(job, timeout=240), "COMPLETED", read(os.path.join(wd, f"job-{job}.out"))[-2000:])
+        for ext, _state, _user, _account in exts:
+            dumps = [f for f in os.listdir(wd) if f.startswith(f"env-{ext}-")]
+            self.assertTrue(dumps, f"no rank of extension {ext} wrote its environment")
+            for f in dumps:
+                env = dict(line.split("=", 1) for line in read(os.path.join(wd, f)).splitlines() if "=" in line)
+                self.assertEqual(env.get("GROW_TEST_MARK"), "the job's own", f)
+                self.assertEqual(env.get("OPENBLAS_CORETYPE"), "Haswell", f)
+                self.assertEqual(env.get("SLURM_JOB_ID"), str(ext), f)
+                self.assertEqual(env.get("ELASTIC_PARENT_JOB_ID"), str(job), f)
 
     def test_a_two_node_job_grows_only_where_its_runtime_can(self):
         # 1 GPU on each of two a100 nodes (n1, n2: 4 each), up to 8. With Open MPI 4 extensions

@@ -81,4 +81,22 @@ std::span<const EnvVar> EnvVars() noexcept;
 // The row of `name`, or nullptr when `name` is not part of the contract.
 const EnvVar* FindEnvVar(std::string_view name) noexcept;
 
+// What an extension's ranks inherit from the parent (docs/interfaces.md section 4, "What it
+// runs"). The parent's launcher registers its environment, and elasticd submits each extension
+// with it, so that the ranks that join run as the job's own ranks do: same search paths, same
+// tunables of BLAS, OpenMP, NCCL, CUDA, PyTorch and MPI (a BLAS kernel chosen differently is
+// enough to change a trial's result).
+//
+// Never carried, whatever the user asks: this table's per-launch variables, and the namespaces
+// of Slurm (SLURM_*, SLURMD_*, SRUN_*, SBATCH_*, SALLOC_*, _SLURM_*, SPANK_*), of PMI and PMIx
+// (PMI_*, PMIX_*), of Open MPI's and PRRTE's launchers (OMPI_* but OMPI_MCA_*, PRTE_*), which
+// Slurm and the MPI launcher set for each job, step and rank. elasticd drops them too.
+bool NeverCarriedToExtensions(std::string_view name) noexcept;
+
+// Carried unless the user lists the name with `elastic-launch --export`: neither never carried
+// nor one of the node's or the allocation's own (GPU visibility, TMPDIR, HOME, HOSTNAME, the
+// shell's PWD/OLDPWD/SHLVL/_, the login session's SSH_*, XDG_RUNTIME_DIR,
+// DBUS_SESSION_BUS_ADDRESS).
+bool CarriedToExtensionsByDefault(std::string_view name) noexcept;
+
 }  // namespace elastic::contract

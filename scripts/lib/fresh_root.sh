@@ -86,13 +86,16 @@ fresh_base() {
   echo "$base"
 }
 
-# fresh_enter ROOT PORT_BASE COMMAND: runs COMMAND (bash -c) as root inside ROOT, with its own
+# fresh_enter ROOT PORT_BASE COMMAND [APT_CACHE]: runs COMMAND (bash -c) as root inside ROOT, with its own
 # PID and mount namespaces (every process it starts ends with it; its mounts go with it), /proc,
 # /sys (with /sys/fs/cgroup, which slurmd needs) and /dev of the host, a new /dev/shm and /run, a
 # clean environment, and PORT_BASE for its local cluster: ELASTIC_CLUSTER_PORT_BASE (the demo's,
 # scripts/cluster's) and ELASTIC_TEST_PORT_BASE (the slurm tests', read when the build is
-# configured; the demo takes its cluster down before the tests run). Also used by
-# the benchmark that compares the two stacks (tests/elastic_mpi/stacks_bench.sh).
+# configured; the demo takes its cluster down before the tests run). APT_CACHE (optional): a
+# host directory mounted on the root's /var/cache/apt/archives, so that the packages apt
+# downloaded in an earlier check are not downloaded again (apt still reads the release's current
+# indexes and installs every package: a package gone from Debian is not installable from it).
+# Also used by the benchmark that compares the two stacks (tests/elastic_mpi/stacks_bench.sh).
 fresh_enter() {
   unshare --pid --fork --kill-child --mount --propagation private -- /bin/bash -c '
     set -e
@@ -102,6 +105,7 @@ fresh_enter() {
     mount --rbind /dev "$root/dev"
     mount -t tmpfs -o mode=1777 tmpfs "$root/dev/shm"
     mount -t tmpfs -o mode=755 tmpfs "$root/run"
+    if [[ -n ${4:-} ]]; then mount --bind "$4" "$root/var/cache/apt/archives"; fi
     exec chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb \
       PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
       ELASTIC_CLUSTER_PORT_BASE="$2" ELASTIC_TEST_PORT_BASE="$2" /bin/bash -c "$3"' fresh "$@"
@@ -187,11 +191,17 @@ phase "done"
 SH
   chmod 755 "$root/root/fresh-check.sh"
 
+  # The packages apt downloads, kept between checks of this release (fresh_enter); the oldest
+  # files go once they were not used for 30 days.
+  local apt_cache=$FRESH_CACHE/apt-$release
+  install -d -m 755 "$apt_cache" "$apt_cache/partial"
+  find "$apt_cache" -maxdepth 1 -name '*.deb' -atime +30 -delete 2>/dev/null || true
+
   fail_step "fresh-root: the set-up and the tests ($labels) inside the root"
   status=0
   timeout --kill-after=30 "$FRESH_TIMEOUT" \
     bash -c "$(declare -f fresh_enter); fresh_enter \"\$@\"" fresh "$root" "$FRESH_PORT_BASE" /root/fresh-check.sh \
-    > "$log" 2>&1 < /dev/null || status=$?
+    "$apt_cache" > "$log" 2>&1 < /dev/null || status=$?
   # Show the phases and the outcome; the whole log stays in $work when the check failed.
   grep -E '^fresh-root: |^(demo|bootstrap|cluster|test): |^==> |^E: |tests passed|tests failed' "$log" \
     | sed 's/^/  | /' || true

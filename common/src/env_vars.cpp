@@ -63,12 +63,15 @@ bool NeverCarriedToExtensions(std::string_view name) noexcept {
   static constexpr std::array kPrefixes{std::string_view("SLURM_"), std::string_view("SLURMD_"),
                                         std::string_view("SRUN_"),  std::string_view("SBATCH_"),
                                         std::string_view("SALLOC_"), std::string_view("_SLURM_"),
-                                        std::string_view("SPANK_"), std::string_view("PMI_"),
-                                        std::string_view("PMIX_"),  std::string_view("PRTE_")};
+                                        std::string_view("SPANK_"), std::string_view("PMI_")};
   for (std::string_view p : kPrefixes) {
     if (name.starts_with(p)) return true;
   }
-  return name.starts_with("OMPI_") && !name.starts_with("OMPI_MCA_");
+  // The launchers' own, but the user's MCA tunables (OMPI_MCA_*, PMIX_MCA_*, PRTE_MCA_*).
+  for (std::string_view p : {std::string_view("OMPI_"), std::string_view("PMIX_"), std::string_view("PRTE_")}) {
+    if (name.starts_with(p) && !name.substr(p.size()).starts_with("MCA_")) return true;
+  }
+  return false;
 }
 
 bool CarriedToExtensionsByDefault(std::string_view name) noexcept {

@@ -47,6 +47,7 @@
 #include "group_dir.h"
 #include "mpi_stack.h"
 #include "elastic/common/env_vars.h"
+#include "extension_env.h"
 #include "elastic/common/exit_codes.h"
 #include "elastic/common/join_token.h"
 #include "elastic/common/log.h"
@@ -317,23 +318,6 @@ bool Parse(int argc, char** argv, const elastic::mpi::Config& config, Options* o
   return true;
 }
 
-// The environment an extension's launcher, and so its ranks, inherit from this one: the job's
-// own, but for what belongs to one launch, node or allocation (contract::CarriedToExtensionsByDefault);
-// --export names are carried even so, unless contract::NeverCarriedToExtensions.
-nlohmann::json JobEnvironment(const Options& o) {
-  nlohmann::json env = nlohmann::json::object();
-  for (char** e = environ; *e != nullptr; ++e) {
-    std::string kv = *e;
-    auto eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0) continue;
-    std::string name = kv.substr(0, eq);
-    bool keep = elastic::contract::CarriedToExtensionsByDefault(name);
-    for (const auto& x : o.exports) keep = keep || name == x;
-    if (keep && !elastic::contract::NeverCarriedToExtensions(name)) env[name] = kv.substr(eq + 1);
-  }
-  return env;
-}
-
 // An extension job whose group joins by relaunch (elasticd's `--join --hold`): it tells elasticd
 // the node is ready (elasticd then relaunches the job's world over it, its ranks there started
 // inside this job through `srun --overlap`) and holds the node, starting nothing, until SIGTERM
@@ -383,12 +367,20 @@ void RegisterLauncher(const Options& o, const elastic::mpi::Config& config, cons
   nlohmann::json launcher_args = nlohmann::json::array();
   if (o.oversubscribe) launcher_args.push_back("--oversubscribe");
   for (const auto& x : o.exports) launcher_args.push_back("--export"), launcher_args.push_back(x);
+  auto env = elastic::launch::ExtensionEnvironment(environ, o.exports);
+  if (!env.left_out.empty()) {
+    std::string names;
+    for (const auto& n : env.left_out) names += (names.empty() ? "" : ", ") + n;
+    std::fprintf(stderr, "elastic-launch: warning: the job's environment is larger than %zu KiB: extension jobs will "
+                 "not get its largest variables (%s); unset them in the job script if the ranks need none of them\n",
+                 elastic::launch::kMaxExtensionEnvBytes / 1024, names.c_str());
+  }
   nlohmann::json msg{{"type", "launcher"},
                      {"rendezvous_uri", uri},
                      {"argv", argv},
                      {"launcher_args", launcher_args},
                      {"cwd", getcwd(cwd, sizeof cwd) ? cwd : "/"},
-                     {"env", JobEnvironment(o)},
+                     {"env", env.vars},
                      {"topology", topology.is_discarded() ? nlohmann::json::object() : topology},
                      {"grows_onto", elastic::mpi::stack::GrowsOnto()},
                      {"ranks", o.ranks}};  // this node's ranks: a relaunch's world has them on it

@@ -228,7 +228,7 @@ TEST(EnvVars, AnExtensionGetsTheJobsEnvironmentButSlurmsMpisAndTheNodesOwn) {
   // The job's tunables reach the ranks that join: BLAS, OpenMP, NCCL, CUDA, torch, MPI's settings.
   for (const char* name : {"OPENBLAS_CORETYPE", "OMP_NUM_THREADS", "MKL_CBWR", "NCCL_SOCKET_IFNAME", "NCCL_IB_HCA",
                            "CUDA_DEVICE_MAX_CONNECTIONS", "TORCH_NCCL_BLOCKING_WAIT", "PYTHONPATH", "PATH",
-                           "LD_LIBRARY_PATH", "OMPI_MCA_btl", "MASTER_ADDR", "ELASTIC_NODE_GROUPS",
+                           "LD_LIBRARY_PATH", "OMPI_MCA_btl", "PMIX_MCA_gds", "PRTE_MCA_plm", "MASTER_ADDR", "ELASTIC_NODE_GROUPS",
                            "ELASTIC_LOG_LEVEL", "BASH_FUNC_module%%", "USER"}) {
     EXPECT_TRUE(CarriedToExtensionsByDefault(name)) << name;
     EXPECT_FALSE(NeverCarriedToExtensions(name)) << name;
@@ -236,7 +236,7 @@ TEST(EnvVars, AnExtensionGetsTheJobsEnvironmentButSlurmsMpisAndTheNodesOwn) {
   // Set by Slurm, PMIx and the MPI launcher for each job, step and rank: never, even if asked.
   for (const char* name : {"SLURM_JOB_ID", "SLURM_NTASKS", "SLURMD_NODENAME", "SRUN_DEBUG", "SBATCH_EXPORT",
                            "SALLOC_PARTITION", "_SLURM_SPANK_OPTION_elastic_elastic_extension", "SPANK_X", "PMI_RANK",
-                           "PMIX_RANK", "PRTE_MCA_x", "OMPI_COMM_WORLD_RANK", "OMPI_FILE_LOCATION"}) {
+                           "PMIX_RANK", "PMIX_SERVER_URI41", "PRTE_LAUNCHED", "OMPI_COMM_WORLD_RANK", "OMPI_FILE_LOCATION"}) {
     EXPECT_TRUE(NeverCarriedToExtensions(name)) << name;
     EXPECT_FALSE(CarriedToExtensionsByDefault(name)) << name;
   }

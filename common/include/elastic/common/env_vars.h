@@ -89,8 +89,9 @@ const EnvVar* FindEnvVar(std::string_view name) noexcept;
 //
 // Never carried, whatever the user asks: this table's per-launch variables, and the namespaces
 // of Slurm (SLURM_*, SLURMD_*, SRUN_*, SBATCH_*, SALLOC_*, _SLURM_*, SPANK_*), of PMI and PMIx
-// (PMI_*, PMIX_*), of Open MPI's and PRRTE's launchers (OMPI_* but OMPI_MCA_*, PRTE_*), which
-// Slurm and the MPI launcher set for each job, step and rank. elasticd drops them too.
+// (PMI_*, PMIX_* but PMIX_MCA_*), of Open MPI's and PRRTE's launchers (OMPI_* but OMPI_MCA_*,
+// PRTE_* but PRTE_MCA_*), which Slurm and the MPI launcher set for each job, step and rank; the
+// MCA tunables are the user's. elasticd drops them too.
 bool NeverCarriedToExtensions(std::string_view name) noexcept;
 
 // Carried unless the user lists the name with `elastic-launch --export`: neither never carried

@@ -24,7 +24,16 @@ FRESH_TIMEOUT=${ELASTIC_FRESH_TIMEOUT:-3000}   # seconds for everything inside t
 # The tests after the set-up: the README's build line, then ctest with the labels asked for
 # (`scripts/test --fresh RELEASE --labels L`; the README's test line runs `unit`).
 FRESH_BUILD='cmake --preset default && cmake --build --preset default'
-fresh_tests() { printf '%s && ctest --test-dir build -L %q' "$FRESH_BUILD" "$1"; }
+# LABELS with commas (mpi,slurm,unit): one ctest per label expression, in that order, every one
+# run whatever the one before gave (CI's Debian 13 check: its mpi tests, the ones most sensitive to
+# a busy machine, first, while the host's own check is still in its lighter set-up).
+fresh_tests() {
+  if [[ $1 != *,* ]]; then printf '%s && ctest --test-dir build -L %q' "$FRESH_BUILD" "$1"; return; fi
+  local l out="$FRESH_BUILD && { s=0"
+  local IFS=,
+  for l in $1; do out+="; ctest --test-dir build -L $(printf %q "$l") || s=1"; done
+  printf '%s; (exit $s); }' "$out"
+}
 # Or, with LABELS "suite" (`scripts/test --fresh RELEASE --suite`), the README's test command
 # itself (the block after "Run the whole test suite": scripts/test, the whole suite with its
 # sanitizer run) in place of the build line and ctest.

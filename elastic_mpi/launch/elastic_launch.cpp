@@ -24,7 +24,7 @@
 // Over 600 lines, on purpose: main() is one sequence (options, rendezvous, registration, the
 // ranks' launch, signal forwarding, relaunches, exit) whose steps share the parsed options and
 // the rendezvous state; the pieces with a life of their own are in this folder already
-// (group_dir, relauncher, torch_env, join_release, private_file).
+// (group_dir, relauncher, torch_env, extension_env, join_release, private_file).
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>

@@ -34,9 +34,6 @@ fresh_tests() {
   for l in $1; do out+="; ctest --test-dir build -L $(printf %q "$l") || s=1"; done
   printf '%s; (exit $s); }' "$out"
 }
-# Or, with LABELS "suite" (`scripts/test --fresh RELEASE --suite`), the README's test command
-# itself (the block after "Run the whole test suite": scripts/test, the whole suite with its
-# sanitizer run) in place of the build line and ctest.
 # The releases the project supports (scripts/bootstrap installs their packages), and those whose
 # set-up is the README's quick start (the demo).
 FRESH_RELEASES=(bookworm trixie)
@@ -98,7 +95,7 @@ fresh_base() {
   echo "$base"
 }
 
-# fresh_enter ROOT PORT_BASE COMMAND [APT_CACHE [CUDA]]: runs COMMAND (bash -c) as root inside ROOT, with its own
+# fresh_enter ROOT PORT_BASE COMMAND [APT_CACHE]: runs COMMAND (bash -c) as root inside ROOT, with its own
 # PID and mount namespaces (every process it starts ends with it; its mounts go with it), /proc,
 # /sys (with /sys/fs/cgroup, which slurmd needs) and /dev of the host, a new /dev/shm and /run, a
 # clean environment, and PORT_BASE for its local cluster: ELASTIC_CLUSTER_PORT_BASE (the demo's,
@@ -107,8 +104,6 @@ fresh_base() {
 # host directory mounted on the root's /var/cache/apt/archives, so that the packages apt
 # downloaded in an earlier check are not downloaded again (apt still reads the release's current
 # indexes and installs every package: a package gone from Debian is not installable from it).
-# CUDA (optional): the host's CUDA toolkit, mounted read-only on the root's /usr/local/cuda, as a
-# GPU node has NVIDIA's toolkit (no Debian package): the build has the NCCL backend then.
 # FRESH_CCACHE (environment, optional): a host directory that is the root's compiler cache
 # (ccache, which scripts/bootstrap installs there; CMake takes the launcher from the environment).
 # A file compiled in an earlier check with the same compiler, flags and inputs is not compiled
@@ -125,11 +120,6 @@ fresh_enter() {
     mount -t tmpfs -o mode=1777 tmpfs "$root/dev/shm"
     mount -t tmpfs -o mode=755 tmpfs "$root/run"
     if [[ -n ${4:-} ]]; then mount --bind "$4" "$root/var/cache/apt/archives"; fi
-    if [[ -n ${5:-} ]]; then
-      mkdir -p "$root/usr/local/cuda"
-      mount --bind "$5" "$root/usr/local/cuda"
-      mount -o remount,bind,ro "$root/usr/local/cuda"
-    fi
     compile=()
     if [[ -n ${FRESH_CCACHE:-} ]]; then
       mkdir -p "$root/var/cache/elastic-ccache"
@@ -155,14 +145,8 @@ fresh_processes_in() {
 # default unit); returns its status.
 fresh_check() {
   local release=$1 repo=$2 keep_root=$3 labels=${4:-unit} base work root mirror security status t0=$SECONDS
-  local quick log tests cuda=""
-  if [[ $labels == suite ]]; then
-    tests=$(fresh_readme_block "$repo/README.md" "Run the whole test suite")
-    [[ -n $tests ]] || { echo "fresh-root: README.md has no test command (the block after 'Run the whole test suite')" >&2; return 1; }
-    [[ -d /usr/local/cuda/include ]] && cuda=$(readlink -f /usr/local/cuda)
-  else
-    tests=$(fresh_tests "$labels")
-  fi
+  local quick log tests
+  tests=$(fresh_tests "$labels")
   [[ $(id -u) == 0 ]] || { echo "fresh-root: needs root (debootstrap, chroot, namespaces)" >&2; return 1; }
   if [[ " ${FRESH_RELEASES[*]} " != *" $release "* ]]; then
     echo "fresh-root: '$release' is not a Debian release the project supports: give one of ${FRESH_RELEASES[*]}" >&2
@@ -243,7 +227,7 @@ SH
   status=0
   timeout --kill-after=30 "$FRESH_TIMEOUT" \
     bash -c "$(declare -f fresh_enter); fresh_enter \"\$@\"" fresh "$root" "$FRESH_PORT_BASE" /root/fresh-check.sh \
-    "$apt_cache" "$cuda" > "$log" 2>&1 < /dev/null || status=$?
+    "$apt_cache" > "$log" 2>&1 < /dev/null || status=$?
   # Show the phases and the outcome; the whole log stays in $work when the check failed.
   grep -E '^fresh-root: |^(demo|bootstrap|cluster|test|nothing_left): |^==> |^E: |tests passed|tests failed|^The following tests|^	[0-9]+ - |^Total Test time' "$log" \
     | sed 's/^/  | /' || true

@@ -27,11 +27,14 @@ FRESH_BUILD='cmake --preset default && cmake --build --preset default'
 # LABELS with commas (mpi,slurm,unit): one ctest per label expression, in that order, every one
 # run whatever the one before gave (CI's Debian 13 check: its mpi tests, the ones most sensitive to
 # a busy machine, first, while the host's own check is still in its lighter set-up).
+# Every ctest prints a failed test's output (each label's run writes over LastTest.log, so the
+# log of the check is where it stays; fresh_failed_output shows it).
 fresh_tests() {
-  if [[ $1 != *,* ]]; then printf '%s && ctest --test-dir build -L %q' "$FRESH_BUILD" "$1"; return; fi
+  local ctest='ctest --test-dir build --output-on-failure -L'
+  if [[ $1 != *,* ]]; then printf '%s && %s %q' "$FRESH_BUILD" "$ctest" "$1"; return; fi
   local l out="$FRESH_BUILD && { s=0"
   local IFS=,
-  for l in $1; do out+="; ctest --test-dir build -L $(printf %q "$l") || s=1"; done
+  for l in $1; do out+="; $ctest $(printf %q "$l") || s=1"; done
   printf '%s; (exit $s); }' "$out"
 }
 # The releases the project supports (scripts/bootstrap installs their packages), and those whose
@@ -40,6 +43,20 @@ FRESH_RELEASES=(bookworm trixie)
 FRESH_DEMO_RELEASES=(bookworm)
 
 fresh_say() { printf 'fresh-root: %s\n' "$*"; }
+
+# fresh_failed_output LOG: the last lines of the output of each test that failed in LOG (a log
+# of ctest --output-on-failure), so that CI's log says why without the kept root.
+fresh_failed_output() {
+  awk -v keep=80 '
+    function flush() { while (n > 0 && buf[n] == "") n--
+                       if (name != "") { printf "fresh-root: the output of %s (up to its last %d lines):\n", name, keep
+                                         for (i = (n > keep ? n - keep + 1 : 1); i <= n; i++) print "  > " buf[i] }
+                       name = ""; n = 0 }
+    / Test +#[0-9]+: / { flush(); if ($0 ~ /\*\*\*(Failed|Timeout|Exception)/) name = $4; next }
+    /^ +Start +[0-9]+: |^[0-9]+% tests passed/ { flush(); next }
+    name != "" { buf[++n] = $0 }
+    END { flush() }' "$1"
+}
 
 # The Debian mirror the host uses (its first deb.debian.org-like URI), so that the root's apt
 # goes where the host's does.
@@ -240,6 +257,7 @@ SH
     status=1
   fi
   if (( status != 0 )); then
+    fresh_failed_output "$log" >&2
     echo "fresh-root: FAILED (exit $status) after $((SECONDS - t0)) s; the last lines of $log:" >&2
     tail -n 40 "$log" >&2
     (( status == 124 )) && echo "fresh-root: it ran past ${FRESH_TIMEOUT} s (ELASTIC_FRESH_TIMEOUT)" >&2

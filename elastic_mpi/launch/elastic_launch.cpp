@@ -12,7 +12,8 @@
 //     several through a node-local mpirun that never asks Slurm for daemons (--mca ras ^slurm
 //     --mca plm ^slurm);
 //   Open MPI 5: the job's PRRTE DVM (`prte --report-uri`), every group's ranks launched into it
-//     with `mpirun --dvm`.
+//     with `mpirun --dvm`; a job's world on several nodes as one such launch by the first node's
+//     launcher, the others holding their nodes (spanning_world.h).
 // Signals (SIGTERM from scancel or preemption, SIGINT, SIGUSR1) are forwarded to the ranks; the
 // launcher exits with the ranks' exit status and stops the rendezvous.
 //
@@ -24,7 +25,7 @@
 // Over 600 lines, on purpose: main() is one sequence (options, rendezvous, registration, the
 // ranks' launch, signal forwarding, relaunches, exit) whose steps share the parsed options and
 // the rendezvous state; the pieces with a life of their own are in this folder already
-// (group_dir, relauncher, torch_env, extension_env, join_release, private_file).
+// (group_dir, relauncher, torch_env, extension_env, join_release, private_file, spanning_world).
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -56,6 +57,7 @@
 #include "private_file.h"
 #include "relaunch.h"
 #include "relauncher.h"
+#include "spanning_world.h"
 #include "torch_env.h"
 
 namespace {
@@ -132,16 +134,21 @@ void Forward(int sig) {
   if (g_child_group > 0) kill(-g_child_group, sig);
 }
 
+// Sends the signals noted by Forward to the ranks of this host in the group directory.
+void ForwardPending(const std::string& group_dir) {
+  for (int i = 0; i < 3; ++i) {
+    if (g_pending[i]) {
+      g_pending[i] = 0;
+      elastic::launch::SignalGroup(group_dir, kForwarded[i]);
+    }
+  }
+}
+
 // Waits for the ranks' launch, forwarding the signals noted by Forward to the ranks by pid.
 int WaitForwardingByPid(pid_t pid, const std::string& group_dir) {
   int status = 0;
   for (;;) {
-    for (int i = 0; i < 3; ++i) {
-      if (g_pending[i]) {
-        g_pending[i] = 0;
-        elastic::launch::SignalGroup(group_dir, kForwarded[i]);
-      }
-    }
+    ForwardPending(group_dir);
     const pid_t r = waitpid(pid, &status, WNOHANG);
     if (r == pid) break;
     if (r == -1 && errno != EINTR) return kExitLaunch;
@@ -435,6 +442,10 @@ int main(int argc, char** argv) {
   if (node_groups.empty() || o.join) node_groups = "1";
   const bool leader = !o.join && node_group == "0";
   const bool several = std::atoi(node_groups.c_str()) > 1;
+  // One launch over all the step's nodes by node group 0's launcher (spanning_world.h), once the
+  // node records show one node group per node.
+  const bool may_span = several && !o.join && elastic::mpi::stack::LaunchesAcrossNodes();
+  bool spanning = false;
   // The job's initial token authenticates its own node groups (interfaces.md section 6). A job
   // without one (rigid: no elasticd) gets one from the leader through the private run dir.
   std::string token = config.Get("join_token");
@@ -473,6 +484,7 @@ int main(int argc, char** argv) {
     if (o.uri_file.empty()) o.uri_file = o.run_dir + "/rendezvous.uri";
     if (leader) {
       unlink(o.uri_file.c_str());
+      unlink((o.run_dir + "/world.end").c_str());
       // A relaunch record of an earlier run of the job is not this world's; its state may be the
       // job's newest (relauncher.h).
       elastic::launch::KeepLeftoverRecord(o.run_dir, CheckpointPath(o, config));
@@ -519,13 +531,15 @@ int main(int argc, char** argv) {
   // MASTER_ADDR and MASTER_PORT, through the run dir. A joining group is not part of that world.
   namespace launch = elastic::launch;
   std::optional<launch::TorchWorld> torch_world;
+  const std::string launch_uri = ReadFirstLine(o.uri_file);
+  std::vector<launch::NodeRecord> nodes;  // every node's record (spanning: the world's hosts)
   if (!o.join) {
-    launch::NodeRecord mine{ReadFirstLine(o.uri_file), o.ranks, "", 0};
+    launch::NodeRecord mine{launch_uri, o.ranks, "", 0, elastic::mpi::ThisNodeName()};
     elastic::Status chosen = leader ? launch::ChooseMaster(config.Get("rendezvous_if"), !several, &mine)
                                     : elastic::Status::Ok();
     auto world = !chosen.ok() ? elastic::Result<launch::TorchWorld>(chosen)
                  : several    ? launch::ExchangeRecords(o.run_dir, mine, std::atoi(node_group.c_str()),
-                                                        std::atoi(node_groups.c_str()), o.wait_s)
+                                                        std::atoi(node_groups.c_str()), o.wait_s, &nodes)
                               : launch::WorldFromRecords({mine}, std::atoi(node_group.c_str()));
     if (!world.ok()) {
       std::fprintf(stderr, "elastic-launch: torchrun's environment: %s\n", world.status().message().c_str());
@@ -533,6 +547,7 @@ int main(int argc, char** argv) {
       return kExitRendezvous;
     }
     torch_world = world.value();
+    spanning = may_span && launch::OneGroupPerNode(nodes);
   }
 
   // The ranks: environment of docs/interfaces.md section 2 ("set by elastic-launch").
@@ -543,8 +558,8 @@ int main(int argc, char** argv) {
   auto ranks_env = [&](int here, const std::string& relaunched) {
     std::vector<std::string> env = {
         var(contract::kLocalSize, std::to_string(here)),
-        var(contract::kNodeGroup, relaunched.empty() ? node_group : "0"),
-        var(contract::kNodeGroups, relaunched.empty() ? node_groups : "1"),
+        var(contract::kNodeGroup, relaunched.empty() && !spanning ? node_group : "0"),
+        var(contract::kNodeGroups, relaunched.empty() && !spanning ? node_groups : "1"),
         var(contract::kRendezvousUri, o.uri_file),
         var(contract::kRunDir, o.run_dir),
     };
@@ -565,7 +580,9 @@ int main(int argc, char** argv) {
   // Each rank's RANK and LOCAL_RANK: this launcher in front of the program (torch_env.h); with
   // the group directory where the ranks are not this launcher's children (group_dir.h).
   const bool by_pid = elastic::mpi::stack::RanksOutsideLauncher();
-  const std::string group_dir = by_pid ? o.run_dir + "/group." + std::to_string(getpid()) : "";
+  const std::string group_dir = spanning ? launch::SpanningGroupDir(o.run_dir)
+                                : by_pid ? o.run_dir + "/group." + std::to_string(getpid())
+                                         : "";
   elastic::mpi::stack::GroupLaunch group;
   group.mpirun = o.mpirun;
   group.ranks = o.ranks;
@@ -576,7 +593,13 @@ int main(int argc, char** argv) {
   if (by_pid) group.rank_shim.push_back(group_dir);
   group.rank_shim.push_back("--");
   group.program = o.program;
-  g_by_pid = by_pid ? 1 : 0;
+  if (spanning) {  // every node's ranks, each node's first rank for the shim
+    group.ranks = torch_world->world_size;
+    group.hosts = launch::SpanningHosts(nodes);
+    group.rank_shim[2] = launch::NodeStarts(nodes);
+    if (leader) std::fprintf(stderr, "elastic-launch: one world of %d ranks over %s\n", group.ranks, group.hosts.c_str());
+  }
+  g_by_pid = by_pid || spanning ? 1 : 0;
   struct sigaction sa {};
   sa.sa_handler = Forward;
   sigemptyset(&sa.sa_mask);
@@ -604,7 +627,14 @@ int main(int argc, char** argv) {
     elastic::mpi::stack::RemoveLaunchFiles(cmd);
     return status;
   };
-  int rc = run_group(ranks_env(o.ranks, ""));
+  int rc = 0;
+  if (spanning && !leader) {
+    std::fprintf(stderr, "elastic-launch: node group %s: this node's %d ranks are in the world node group 0's "
+                 "launcher starts over %zu nodes\n", node_group.c_str(), o.ranks, nodes.size());
+    rc = launch::AwaitWorldEnd(o.run_dir, launch_uri, [&] { ForwardPending(group_dir); });
+  } else {
+    rc = run_group(ranks_env(o.ranks, ""));
+  }
   bool spans_others = false;
   if (leader) {
     // The world ended for a relaunch (relaunch.h): start it again where the record says, as long
@@ -641,6 +671,10 @@ int main(int argc, char** argv) {
     if (!g_terminating) rc = relauncher.AfterNodesTaken(rc);
     relauncher.ClearSignalled();
     spans_others = relauncher.spans_others();
+    if (spanning && !launch::WriteWorldEnd(o.run_dir, launch_uri, rc)) {
+      std::fprintf(stderr, "elastic-launch: cannot write %s/world.end: the other nodes' launchers wait for it\n",
+                   o.run_dir.c_str());
+    }
   }
   // Other groups may still be ending through this launcher's rendezvous (mpi_stack.h); a DVM
   // that spans other nodes after a relaunch served this launch alone, and its agents there never

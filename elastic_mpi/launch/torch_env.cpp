@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
@@ -79,6 +80,7 @@ std::string NodeRecordPath(const std::string& run_dir, int node_group) {
 
 std::string FormatNodeRecord(const NodeRecord& record) {
   nlohmann::json j{{"uri", record.uri}, {"ranks", record.ranks}};
+  if (!record.node.empty()) j["node"] = record.node;
   if (!record.master_addr.empty()) {
     j["master_addr"] = record.master_addr;
     j["master_port"] = record.master_port;
@@ -95,6 +97,7 @@ Result<NodeRecord> ParseNodeRecord(std::string_view text) {
   NodeRecord r;
   r.uri = j["uri"].get<std::string>();
   r.ranks = j["ranks"].get<int>();
+  if (j.contains("node") && j["node"].is_string()) r.node = j["node"].get<std::string>();
   if (j.contains("master_addr") && j["master_addr"].is_string()) r.master_addr = j["master_addr"].get<std::string>();
   if (j.contains("master_port") && j["master_port"].is_number_integer()) r.master_port = j["master_port"].get<int>();
   return r;
@@ -173,7 +176,7 @@ Status ChooseMaster(const std::string& interface, bool one_node, NodeRecord* rec
 }
 
 Result<TorchWorld> ExchangeRecords(const std::string& run_dir, const NodeRecord& mine, int node_group, int node_groups,
-                                   double wait_s) {
+                                   double wait_s, std::vector<NodeRecord>* all) {
   const std::string path = NodeRecordPath(run_dir, node_group);
   if (!WritePrivateFile(path, FormatNodeRecord(mine))) {
     return Status(ErrorKind::kUnavailable, "cannot write " + path + ": " + std::strerror(errno));
@@ -182,7 +185,7 @@ Result<TorchWorld> ExchangeRecords(const std::string& run_dir, const NodeRecord&
   std::vector<bool> have(records.size(), false);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s);
   for (;;) {
-    bool all = true;
+    bool complete = true;
     for (int g = 0; g < node_groups; ++g) {
       if (have[g]) continue;
       auto r = ParseNodeRecord(ReadFirstLine(NodeRecordPath(run_dir, g)));
@@ -190,10 +193,13 @@ Result<TorchWorld> ExchangeRecords(const std::string& run_dir, const NodeRecord&
         records[g] = r.value();
         have[g] = true;
       } else {
-        all = false;
+        complete = false;
       }
     }
-    if (all) return WorldFromRecords(records, node_group);
+    if (complete) {
+      if (all != nullptr) *all = records;
+      return WorldFromRecords(records, node_group);
+    }
     if (std::chrono::steady_clock::now() >= deadline) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
@@ -261,14 +267,32 @@ int RankShimMain(int argc, char** argv) {
     return kExitLaunch;
   }
   const std::string_view offset_text = argv[2];
-  const std::optional<int> offset = offset_text == "-" ? std::optional<int>(-1) : ParseInt(offset_text);
-  if (!offset || *offset < -1) {
-    std::fprintf(stderr, "elastic-launch: %s %s: the offset must be a rank number or -\n", kRankShimOption, argv[2]);
+  // OFFSET: "-", one rank number, or the first rank of each node ("0,4,6").
+  std::vector<int> starts;
+  bool offset_ok = offset_text == "-";
+  if (!offset_ok) {
+    offset_ok = true;
+    for (std::size_t pos = 0; pos <= offset_text.size();) {
+      const std::size_t comma = std::min(offset_text.find(',', pos), offset_text.size());
+      const std::optional<int> v = ParseInt(offset_text.substr(pos, comma - pos));
+      offset_ok = offset_ok && v && *v >= 0 && (starts.empty() ? true : *v > starts.back());
+      if (v) starts.push_back(*v);
+      pos = comma + 1;
+    }
+    offset_ok = offset_ok && (starts.size() == 1 || starts.front() == 0);
+  }
+  if (!offset_ok) {
+    std::fprintf(stderr, "elastic-launch: %s %s: the offset must be a rank number, the first ranks of each node "
+                 "(0,R0,...) or -\n", kRankShimOption, argv[2]);
     return kExitUsage;
   }
-  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
-  const std::optional<int> local_rank = local != nullptr ? ParseInt(local) : std::nullopt;
+  auto env_int = [](const char* name) {
+    const char* v = std::getenv(name);
+    return v != nullptr ? ParseInt(v) : std::nullopt;
+  };
+  const std::optional<int> local_rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK");
   if (!local_rank || *local_rank < 0) {
+    const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
     std::fprintf(stderr, "elastic-launch: %s needs OMPI_COMM_WORLD_LOCAL_RANK (it runs under the launcher's "
                  "mpirun only); got %s\n", kRankShimOption, local != nullptr ? local : "nothing");
     return kExitUsage;
@@ -276,14 +300,43 @@ int RankShimMain(int argc, char** argv) {
   const std::string lr = std::to_string(*local_rank);
   setenv(kLocalRank, lr.c_str(), 1);
   setenv(contract::kLocalRank, lr.c_str(), 1);
-  if (*offset >= 0) {
-    const std::string rank = std::to_string(*offset + *local_rank);
+  if (starts.size() == 1) {
+    const std::string rank = std::to_string(starts.front() + *local_rank);
     setenv(kRank, rank.c_str(), 1);
     setenv(kRoleRank, rank.c_str(), 1);
+  } else if (starts.size() > 1) {
+    // One mpirun over every node: this rank's node is the last whose first rank is not above it.
+    const std::optional<int> rank = env_int("OMPI_COMM_WORLD_RANK");
+    const std::optional<int> size = env_int("OMPI_COMM_WORLD_SIZE");
+    std::size_t node = 0;
+    while (rank && node + 1 < starts.size() && starts[node + 1] <= *rank) ++node;
+    const int node_end = node + 1 < starts.size() ? starts[node + 1] : size.value_or(0);
+    if (!rank || !size || *rank >= *size || *rank - starts[node] != *local_rank || node_end <= *rank) {
+      std::fprintf(stderr, "elastic-launch: %s %s: rank %s (local rank %d of %s) is not where the nodes' first ranks "
+                   "put it: the ranks were not mapped node by node\n", kRankShimOption, argv[2],
+                   rank ? std::to_string(*rank).c_str() : "?", *local_rank, size ? std::to_string(*size).c_str() : "?");
+      return kExitLaunch;
+    }
+    const std::string r = std::to_string(*rank);
+    setenv(kRank, r.c_str(), 1);
+    setenv(kRoleRank, r.c_str(), 1);
+    setenv(kGroupRank, std::to_string(node).c_str(), 1);
+    setenv(kLocalWorldSize, std::to_string(node_end - starts[node]).c_str(), 1);
+    setenv(contract::kLocalSize, std::to_string(node_end - starts[node]).c_str(), 1);
   }
   execvp(argv[program], argv + program);
   std::fprintf(stderr, "elastic-launch: cannot run %s: %s\n", argv[program], std::strerror(errno));
   return 127;
+}
+
+std::string NodeStarts(const std::vector<NodeRecord>& records) {
+  std::string out;
+  int start = 0;
+  for (const NodeRecord& r : records) {
+    out += (out.empty() ? "" : ",") + std::to_string(start);
+    start += r.ranks;
+  }
+  return out;
 }
 
 }  // namespace elastic::launch

@@ -42,6 +42,7 @@ struct NodeRecord {
   int ranks = 0;            // ranks this node group starts
   std::string master_addr;  // node group 0 only
   int master_port = 0;      // node group 0 only
+  std::string node;         // the node's name as the rendezvous knows it (mpi::ThisNodeName)
 };
 
 // The job's world at start, as torch.distributed numbers it, seen from one node group.
@@ -71,8 +72,9 @@ Status ChooseMaster(const std::string& interface, bool one_node, NodeRecord* rec
 
 // The node group's publication and the wait for everyone else's: writes this group's record,
 // then reads the records of all `node_groups` until every one carries `uri` or `wait_s` passed.
+// `all`, when given, receives every node group's record.
 Result<TorchWorld> ExchangeRecords(const std::string& run_dir, const NodeRecord& mine, int node_group,
-                                   int node_groups, double wait_s);
+                                   int node_groups, double wait_s, std::vector<NodeRecord>* all = nullptr);
 
 // Entries for the ranks' environment ("NAME=value"), the per-rank ones (RANK, LOCAL_RANK,
 // ROLE_RANK) for `local_rank` when it is >= 0 (one rank; under mpirun the rank shim sets them).
@@ -87,7 +89,15 @@ std::vector<std::string> TorchEnvironment(const TorchWorld* world, int local_wor
 // and executes PROGRAM in place; with GROUP_DIR, first takes the launcher's environment from it and
 // records its pid there (group_dir.h: ranks the launcher did not start itself). Returns only on
 // error (an exit status).
+// OFFSET may also be the first ranks of each node, "0,R0,R0+R1,..." (NodeStarts): one mpirun
+// over all the job's nodes (spanning_world.h). Then RANK is OMPI_COMM_WORLD_RANK, and the node's
+// GROUP_RANK and LOCAL_WORLD_SIZE follow from where that rank falls; a local rank that does not
+// match (the runtime mapped the ranks otherwise than node by node) is an error.
 int RankShimMain(int argc, char** argv);
 inline constexpr char kRankShimOption[] = "--rank-shim";
+
+// The shim's OFFSET for one mpirun over the nodes of `records` in their order: the first rank of
+// each node, comma-separated ("0,4,6" for 4, 2 and 2 ranks).
+std::string NodeStarts(const std::vector<NodeRecord>& records);
 
 }  // namespace elastic::launch

@@ -83,6 +83,15 @@ struct GroupLaunch {
 // (appended). The command runs in the launcher's own environment plus *env.
 std::vector<std::string> GroupCommand(const GroupLaunch& launch, std::vector<std::string>* env);
 
+// Whether the job's initial world on several nodes is one launch of the rendezvous over all of
+// them (launch/spanning_world.h: node group 0's launcher starts every rank with one `mpirun --dvm
+// --host NODE:RANKS,...`, the other launchers hold their nodes) instead of one node group per node
+// merged by connect/accept. Open MPI 5: its DVM spans the job's nodes already, and the connect of
+// two of its jobs on different nodes crashed the DVM now and then (`free(): invalid pointer`
+// after `PMIX_ERROR ... pmix_server_dyn.c:1048`, PRRTE 3.0.8) and hung with three; one job of the
+// DVM over every node never meets that code. Open MPI 4: no (node-local launches, ompi-server).
+bool LaunchesAcrossNodes();
+
 // Whether a relaunched world may span other nodes (relaunch.h): Open MPI 5, whose DVM is started
 // again over them; Open MPI 4's node-local launch relaunches on the launcher's node only.
 bool RelaunchesAcrossNodes();

@@ -56,6 +56,8 @@ bool RanksOutsideLauncher() { return false; }
 
 bool RelaunchesAcrossNodes() { return false; }
 
+bool LaunchesAcrossNodes() { return false; }
+
 std::vector<std::string> RelaunchServerCommand(const std::string& program, const std::string& uri_file,
                                                const std::string& itf, const std::string& /*hosts*/,
                                                const std::string& /*agent*/) {

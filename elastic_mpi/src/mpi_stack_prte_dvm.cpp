@@ -124,6 +124,8 @@ bool RanksOutsideLauncher() { return true; }
 
 bool RelaunchesAcrossNodes() { return true; }
 
+bool LaunchesAcrossNodes() { return true; }
+
 std::vector<std::string> RelaunchServerCommand(const std::string& program, const std::string& uri_file,
                                                const std::string& itf, const std::string& hosts,
                                                const std::string& agent) {

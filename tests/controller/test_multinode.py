@@ -1,7 +1,8 @@
 """A parent job on two nodes, then on four: `sbatch -N2 --gres=gpu:1 --elastic-gpus=2:4` and
-`srun --ntasks-per-node=1 elastic-launch`. Each node's launcher starts its own ranks (a node
-group); node group 1 connects to node group 0 through the job's rendezvous (ompi-server, or the
-job's PRRTE DVM on Open MPI 5) and they merge into one world, and so on for each further node.
+`srun --ntasks-per-node=1 elastic-launch`. Open MPI 4: each node's launcher starts its own ranks (a
+node group); node group 1 connects to node group 0 through the job's rendezvous (ompi-server) and
+they merge into one world, and so on for each further node. Open MPI 5: node group 0's launcher
+starts every node's ranks as one job of the job's PRRTE DVM, the others hold their nodes.
 elasticd is not running, so the job runs rigid, but its world must still be one."""
 
 import os
@@ -31,7 +32,15 @@ exit $?
             run(["scancel", str(job)], check=False)
         out = read(os.path.join(wd, f"job-{job}.out"))
         self.assertEqual(state, "COMPLETED", out)
-        self.assertIn(f"initial world of {nodes} ranks from {nodes} node groups", out)
+        # Open MPI 4: each node's ranks a node group, merged by connect/accept; Open MPI 5: one
+        # launch over every node (launch/spanning_world.h), the other launchers holding their nodes.
+        hosts = ",".join(f"n{i + 1}:1" for i in range(nodes))
+        self.assertRegex(out, rf"initial world of {nodes} ranks from {nodes} node groups|"
+                              rf"one world of {nodes} ranks over {hosts}\n")
+        if f"one world of {nodes} ranks" in out:
+            for g in range(1, nodes):
+                self.assertIn(f"node group {g}: this node's 1 ranks are in the world node group 0's launcher "
+                              f"starts over {nodes} nodes", out)
         self.assertRegex(out, rf"elastic-train-logreg: done: \d+ steps, world {nodes},")
 
     def test_two_nodes_train_as_one_world(self):

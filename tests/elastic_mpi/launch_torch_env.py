@@ -10,7 +10,9 @@ section 2, "torchrun's variables"), without torch: every rank prints its variabl
 * The job script's MASTER_ADDR/MASTER_PORT win; a bad MASTER_PORT stops the launch with a clear
   error (exit 69); a node group that never comes, or only a stale record from an earlier launch
   in the same run dir, stops it after --wait (exit 69) instead of starting a world that would hang.
-* The rank shim run by hand (outside mpirun) is refused with a usage error (exit 2).
+* The rank shim run by hand (outside mpirun) is refused with a usage error (exit 2); given each
+  node's first rank (one mpirun over several nodes), it numbers each rank's node, and refuses a
+  rank mapped off its node's place (exit 71) and a malformed list (exit 2).
 
 usage: launch_torch_env.py BIN
 """
@@ -169,6 +171,29 @@ def checks(launcher, work):
     proc = subprocess.run([launcher, "--rank-shim", "0", "--", "true"], env=env, capture_output=True, text=True)
     check(proc.returncode == 2 and "OMPI_COMM_WORLD_LOCAL_RANK" in proc.stderr,
           f"the rank shim outside mpirun: exit 2 and why ({proc.returncode}: {proc.stderr})")
+
+    # The shim of one mpirun over several nodes (spanning_world.h): the nodes' first ranks "0,2,3"
+    # (2, 1 and 2 ranks); Open MPI's values as it would set them for each rank.
+    def shim(offset, rank, local, size=5):
+        e = dict(env, OMPI_COMM_WORLD_RANK=str(rank), OMPI_COMM_WORLD_LOCAL_RANK=str(local),
+                 OMPI_COMM_WORLD_SIZE=str(size))
+        p = subprocess.run([launcher, "--rank-shim", offset, "--", sys.executable, "-c", DUMP + "\n" +
+                            "print('NODE', os.environ.get('GROUP_RANK'), os.environ.get('LOCAL_WORLD_SIZE'), "
+                            "os.environ.get('ELASTIC_LOCAL_SIZE'), flush=True)"],
+                           env=e, capture_output=True, text=True)
+        got = ranks_of(p.stdout)
+        node = re.search(r"^NODE (\S+) (\S+) (\S+)$", p.stdout, re.M)
+        return p.returncode, (got[0] if got else {}), (node.groups() if node else None), p.stderr
+    for rank, local, want in ((0, 0, ("0", "2", "2")), (1, 1, ("0", "2", "2")), (2, 0, ("1", "1", "1")),
+                              (4, 1, ("2", "2", "2"))):
+        rc, r, node, err = shim("0,2,3", rank, local)
+        check(rc == 0 and r.get("RANK") == str(rank) and r.get("LOCAL_RANK") == str(local) and node == want,
+              f"spanning shim, rank {rank}: RANK, LOCAL_RANK, GROUP_RANK/LOCAL_WORLD_SIZE {want} ({rc}: {r} {node} {err})")
+    rc, r, node, err = shim("0,2,3", 3, 1)
+    check(rc == 71 and "not mapped node by node" in err, f"a rank off its node's place: exit 71 and why ({rc}: {err})")
+    for bad in ("2,4", "0,,3", "0,3,3", "x"):
+        rc, r, node, err = shim(bad, 0, 0)
+        check(rc == 2 and "the offset must be" in err, f"shim offset {bad!r}: exit 2 and why ({rc}: {err})")
 
 
 if __name__ == "__main__":

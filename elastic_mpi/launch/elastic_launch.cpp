@@ -677,9 +677,10 @@ int main(int argc, char** argv) {
     }
   }
   // Other groups may still be ending through this launcher's rendezvous (mpi_stack.h); a DVM
-  // that spans other nodes after a relaunch served this launch alone, and its agents there never
-  // leave by themselves.
-  if (server > 0 && !spans_others) elastic::mpi::stack::AwaitServerIdle(server, 30);
+  // that spans other nodes after a relaunch, or a world launched over all the job's nodes, served
+  // this launch alone, and its daemons' steps there (its children here) never leave by themselves:
+  // waiting for them cost every such job 30 s at its end.
+  if (server > 0 && !spans_others && !spanning) elastic::mpi::stack::AwaitServerIdle(server, 30);
   StopServer(server, server_cmd);
   return rc;
 }

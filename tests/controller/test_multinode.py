@@ -6,15 +6,30 @@ starts every node's ranks as one job of the job's PRRTE DVM, the others hold the
 elasticd is not running, so the job runs rigid, but its world must still be one."""
 
 import os
+import re
+import time
 import unittest
 
 from clustertest import ClusterTestCase, job_workdir, read, run, sbatch, wait_job
-from e2e import LAUNCH, TRAINER
+from e2e import LAUNCH, TRAINER, wait_until
+
+
+def processes_in(directory):
+    """Pids of the processes whose working directory is `directory` (the job's ranks and launchers)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.readlink(f"/proc/{entry}/cwd") == directory:
+                    pids.append(int(entry))
+            except OSError:
+                pass
+    return pids
 
 
 class MultiNodeTest(ClusterTestCase):
 
-    def run_on_nodes(self, nodes):
+    def submit(self, nodes, epochs=2):
         wd = job_workdir(f"multinode{nodes}")
         script = f"""#!/bin/bash
 #SBATCH -N{nodes}
@@ -22,10 +37,14 @@ class MultiNodeTest(ClusterTestCase):
 #SBATCH --elastic-gpus={nodes}:{2 * nodes}
 #SBATCH -o job-%j.out
 export OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
-srun --ntasks-per-node=1 {LAUNCH} --oversubscribe -- {TRAINER} --samples 2000 --epochs 2 --batch 64
+srun --ntasks-per-node=1 {LAUNCH} --oversubscribe -- {TRAINER} --samples 2000 --epochs {epochs} --batch 64
 exit $?
 """
         job, _ = sbatch([], script=script, workdir=wd)
+        return job, wd
+
+    def run_on_nodes(self, nodes):
+        job, wd = self.submit(nodes)
         try:
             state = wait_job(job, timeout=240)
         finally:
@@ -45,6 +64,29 @@ exit $?
 
     def test_two_nodes_train_as_one_world(self):
         self.run_on_nodes(2)
+
+    def test_scancel_stops_every_node_with_a_checkpoint(self):
+        # The job on two nodes trains; scancel: SIGTERM reaches the ranks on both nodes (Open MPI 5:
+        # the second node's launcher passes it to the ranks the first one started there), rank 0
+        # writes the job's checkpoint, every launcher and rank of the job ends.
+        job, wd = self.submit(2, epochs=100000)
+        out_path = os.path.join(wd, f"job-{job}.out")
+        try:
+            wait_until(lambda: os.path.exists(out_path) and
+                       re.search(r"initial world of 2 ranks|one world of 2 ranks", read(out_path)), 120, "the job's world")
+            # Two launchers and two ranks at least (Open MPI 5: the DVM's daemons too).
+            wait_until(lambda: len(processes_in(wd)) >= 4, 60, "its ranks")
+            time.sleep(3)  # a few steps
+            run(["scancel", str(job)])
+            state = wait_job(job, timeout=120)
+        finally:
+            run(["scancel", str(job)], check=False)
+        out = read(out_path)
+        self.assertEqual(state, "CANCELLED", out)
+        self.assertIn("SIGTERM: checkpoint written", out)
+        self.assertTrue(os.path.getsize(os.path.join(wd, ".elastic", str(job), "checkpoint", "checkpoint.bin")) > 0)
+        self.assertNotIn("wrote no end of the world", out)
+        wait_until(lambda: not processes_in(wd), 60, "every process of the job to end")
 
     def test_four_nodes_train_as_one_world(self):
         # Every node of the test cluster: node groups 1-3 each connect to the world the ones

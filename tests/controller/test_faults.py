@@ -25,7 +25,7 @@ import unittest
 
 from clustertest import (CLUSTER_SCRIPT, CLUSTER_DIR, PORT_BASE, TERMINAL_STATES, read, run, job_state,
                          wait_job)
-from e2e import ElasticdTestCase, extension_jobs, gpus_of, status, submit_trainer, wait_until
+from e2e import ElasticdTestCase, by_relaunch, extension_jobs, gpus_of, status, submit_trainer, wait_until
 
 EPOCH = ElasticdTestCase.EPOCH
 CRED_EXPIRE_S = 30  # AuthInfo cred_expire in scripts/cluster's slurm.conf
@@ -131,11 +131,16 @@ class FaultTest(ElasticdTestCase):
         print(f"job {a}: stopped {stopped:.1f} s after the rank was killed, requeued once, completed")
 
     def test_slurmctld_restart_during_grow(self):
-        # Registered for Open MPI 4 only (tests/controller/CMakeLists.txt, slurm.faults_ctld): on
-        # Open MPI 5 the grow onto another node is a relaunch whose daemon there is started as a
-        # step of the extension job, and when slurmctld restarts at that moment the step is refused
-        # ("Job/step already completing or completed"), the relaunch fails and the job is requeued
-        # from the state it carried (seen once in three runs).
+        # Open MPI 4: one extension of 4 GPUs on another node joins in place. Open MPI 5: two of 2
+        # GPUs (the job's own node and another), their groups brought in by a relaunch of the
+        # world, whose daemon on the other node is a step of that extension job. Registered for
+        # Open MPI 4 only: when that step is created while slurmctld restarts it is refused
+        # ("Job/step already completing or completed"), the DVM ends the relaunched world at once
+        # ("PRTE has lost communication with a remote daemon", PMIx_Spawn PMIX_ERR_UNREACH) and the
+        # job is requeued from the state it carried (5 of 23 runs on 2026-11-28; the other 18
+        # passed with these checks). An agent that tried the refused step again did not help: the
+        # DVM killed it within 2 s, before its second try.
+        relaunch = by_relaunch()
         a, wd = submit_trainer("ctld", gpus=2, max_gpus=6, gpu_type="a100", epochs=200)
         self.jobs.append(a)
         self.registered(a)
@@ -148,22 +153,25 @@ class FaultTest(ElasticdTestCase):
         # Two more epochs with slurmctld back: nothing is enacted again.
         time.sleep(2 * EPOCH + 1)
         self.assertEqual(job_state(a), "RUNNING")
-        self.assertEqual(len(extension_jobs(a)), 1, extension_jobs(a))
+        extensions = 2 if relaunch else 1
+        self.assertEqual(len(extension_jobs(a)), extensions, extension_jobs(a))
         self.assertEqual(gpus_of(a), 6)
         db = sqlite3.connect(self.d.db)
         grows = db.execute("SELECT COUNT(*) FROM rescales WHERE job_id = ? AND kind = 'grow'", (a,)).fetchone()[0]
         exts = db.execute("SELECT COUNT(*) FROM extensions WHERE parent = ?", (a,)).fetchone()[0]
         actions = [r[0] for r in db.execute("SELECT action FROM audit WHERE job_id = ? ORDER BY id", (a,))]
         db.close()
-        self.assertEqual((grows, exts), (1, 1))
+        self.assertEqual((grows, exts), (extensions, extensions))
         # Nodes that had not registered again with the new slurmctld are no reason to shrink.
         self.assertNotIn("shrink", actions)
         log = self.d.read_log()[log_before:]
         epochs_after = len(re.findall(r"epoch \d+", log))
         self.assertGreater(epochs_after, 0, "no epoch ran after slurmctld's restart")
-        out_path = os.path.join(wd, f"job-{a}.out")
-        self.assertRegex(read(out_path), r"join at step \d+: 2 -> 6 ranks")
-        self.assertEqual(read(out_path).count("join at step"), 1)
+        out = read(os.path.join(wd, f"job-{a}.out"))
+        # The world only grew, each size once, to 6: no change enacted twice, no restart.
+        sizes = [int(n) for n in re.findall(r"(?:join|relaunch) at step \d+: \d+ -> (\d+) ranks", out)]
+        self.assertTrue(sizes and sizes[-1] == 6 and sizes == sorted(set(sizes)), f"{sizes}: {out[-3000:]}")
+        self.assertNotIn("elastic-train-logreg: restored", out, "the job was not restarted from a checkpoint")
 
 
 def nodes_of(job):

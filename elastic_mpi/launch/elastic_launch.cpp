@@ -485,6 +485,9 @@ int main(int argc, char** argv) {
     if (leader) {
       unlink(o.uri_file.c_str());
       unlink((o.run_dir + "/world.end").c_str());
+      // A world launched over all the nodes by an earlier run of the job (requeued) may have left
+      // its ranks' pid files behind: never signal what those pids are now.
+      elastic::launch::RemoveGroupDir(elastic::launch::SpanningGroupDir(o.run_dir));
       // A relaunch record of an earlier run of the job is not this world's; its state may be the
       // job's newest (relauncher.h).
       elastic::launch::KeepLeftoverRecord(o.run_dir, CheckpointPath(o, config));
@@ -543,6 +546,8 @@ int main(int argc, char** argv) {
                               : launch::WorldFromRecords({mine}, std::atoi(node_group.c_str()));
     if (!world.ok()) {
       std::fprintf(stderr, "elastic-launch: torchrun's environment: %s\n", world.status().message().c_str());
+      // The other launchers may have all the records and wait for a world this one never starts.
+      if (leader && may_span) launch::WriteWorldEnd(o.run_dir, launch_uri, kExitRendezvous);
       StopServer(server, server_cmd);
       return kExitRendezvous;
     }

@@ -138,12 +138,6 @@ void SignalGroup(const std::string& dir, int sig) {
   for (pid_t pid : RanksHere(dir)) kill(pid, sig);
 }
 
-int LiveRanksHere(const std::string& dir) {
-  int alive = 0;
-  for (pid_t pid : RanksHere(dir)) alive += kill(pid, 0) == 0 || errno == EPERM ? 1 : 0;
-  return alive;
-}
-
 void RemoveGroupDir(const std::string& dir) {
   if (DIR* d = opendir(dir.c_str())) {
     while (const dirent* e = readdir(d)) {

@@ -26,9 +26,6 @@ bool AdoptGroupDir(const std::string& dir);
 // Launcher: sends sig to every rank of this host that recorded its pid in dir.
 void SignalGroup(const std::string& dir, int sig);
 
-// Launcher: how many ranks of this host that recorded their pid in dir are alive (0 when dir is gone).
-int LiveRanksHere(const std::string& dir);
-
 // Launcher: removes the directory and its files.
 void RemoveGroupDir(const std::string& dir);
 

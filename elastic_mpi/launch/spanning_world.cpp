@@ -1,13 +1,10 @@
 #include "spanning_world.h"
 
 #include <chrono>
-#include <cstdio>
 #include <set>
 #include <sstream>
 #include <thread>
 
-#include "elastic/common/exit_codes.h"
-#include "group_dir.h"
 #include "private_file.h"
 
 namespace elastic::launch {
@@ -49,31 +46,10 @@ std::optional<int> ReadWorldEnd(const std::string& run_dir, const std::string& u
   return rc;
 }
 
-int AwaitWorldEnd(const std::string& run_dir, const std::string& uri, const std::function<void()>& each_poll,
-                  double orphan_s) {
-  using Clock = std::chrono::steady_clock;
-  const std::string group_dir = SpanningGroupDir(run_dir);
-  bool seen = false;
-  bool none = false;  // none of this node's ranks left since none_since
-  Clock::time_point none_since = Clock::now();
+int AwaitWorldEnd(const std::string& run_dir, const std::string& uri, const std::function<void()>& each_poll) {
   for (;;) {
     each_poll();
     if (auto rc = ReadWorldEnd(run_dir, uri)) return *rc;
-    if (LiveRanksHere(group_dir) > 0) {
-      seen = true;
-      none = false;
-    } else if (seen) {
-      if (!none) {
-        none = true;
-        none_since = Clock::now();
-      }
-      if (std::chrono::duration<double>(Clock::now() - none_since).count() > orphan_s) {
-        std::fprintf(stderr, "elastic-launch: the world's ranks on this node ended %g s ago and node group 0's "
-                     "launcher wrote no end of the world in %s: it was stopped without a word\n", orphan_s,
-                     run_dir.c_str());
-        return kExitLaunch;
-      }
-    }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
 }

@@ -38,10 +38,10 @@ bool WriteWorldEnd(const std::string& run_dir, const std::string& uri, int rc);
 std::optional<int> ReadWorldEnd(const std::string& run_dir, const std::string& uri);
 
 // The other launchers: waits until node group 0's launcher writes the world's end, calling
-// `each_poll` (signal forwarding) every 50 ms; returns the world's status. When ranks of the
-// world ran on this node and none is left for `orphan_s` while no end was written (node group 0's
-// launcher was killed), returns the launch failure status with a message.
-int AwaitWorldEnd(const std::string& run_dir, const std::string& uri, const std::function<void()>& each_poll,
-                  double orphan_s = 30);
+// `each_poll` (signal forwarding) every 50 ms; returns the world's status. Node group 0's
+// launcher writes it on every way out once the world is one launch (also when it could not start
+// it); the ranks on this node may end long before (rank 0 saving the model), so their end says
+// nothing. Should that launcher die by a signal, srun ends the whole step.
+int AwaitWorldEnd(const std::string& run_dir, const std::string& uri, const std::function<void()>& each_poll);
 
 }  // namespace elastic::launch

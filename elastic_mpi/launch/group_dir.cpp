@@ -115,27 +115,17 @@ bool AdoptGroupDir(const std::string& dir) {
   return WritePrivateFile(dir + "/" + std::to_string(getpid()) + "@" + HostName(), "");
 }
 
-namespace {
-
-// The pids of this host's ranks recorded in dir (those elsewhere end with the DVM's daemons there).
-std::vector<pid_t> RanksHere(const std::string& dir) {
-  std::vector<pid_t> pids;
+void SignalGroup(const std::string& dir, int sig) {
   DIR* d = opendir(dir.c_str());
-  if (d == nullptr) return pids;
+  if (d == nullptr) return;
   const std::string here = "@" + HostName();
   while (const dirent* e = readdir(d)) {
     char* end = nullptr;
     const long pid = std::strtol(e->d_name, &end, 10);
-    if (pid > 1 && end != nullptr && here == end) pids.push_back(static_cast<pid_t>(pid));
+    // Ranks on this host only (those elsewhere end with the DVM's daemons there).
+    if (pid > 1 && end != nullptr && here == end) kill(static_cast<pid_t>(pid), sig);
   }
   closedir(d);
-  return pids;
-}
-
-}  // namespace
-
-void SignalGroup(const std::string& dir, int sig) {
-  for (pid_t pid : RanksHere(dir)) kill(pid, sig);
 }
 
 void RemoveGroupDir(const std::string& dir) {

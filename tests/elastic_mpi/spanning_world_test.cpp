@@ -4,18 +4,12 @@
 #include "spanning_world.h"
 
 #include <gtest/gtest.h>
-#include <signal.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
-#include <fstream>
 #include <string>
 #include <thread>
-
-#include "elastic/common/exit_codes.h"
 
 namespace elastic::launch {
 namespace {

@@ -48,9 +48,8 @@ Result<Command> ParseCommand(const std::string& text) {
 
 void ControllerSink::OnStep(const StepMetrics& m) noexcept {
   try {
-    sum_ += m.step_time_s;
-    ++count_;
-    if (count_ > 0 && Seconds(last_) < interval_s_) return;
+    if (!window_.Add(m.step_time_s)) return;  // a world's first step (step_window.h)
+    if (Seconds(last_) < interval_s_) return;
     last_ = Clock::now();
     nlohmann::json msg{{"type", "metrics"},
                        {"step", m.step},
@@ -58,23 +57,19 @@ void ControllerSink::OnStep(const StepMetrics& m) noexcept {
                        {"global_batch", m.global_batch},
                        {"local_batch", m.local_batch},
                        {"accum_steps", 0},
-                       {"step_time_s", sum_ / static_cast<double>(count_)},
+                       {"step_time_s", window_.median()},
                        {"grad_sqr", m.grad_sqr},
                        {"grad_var", m.grad_var},
                        {"samples", m.samples},
                        {"lr_factor", m.lr_factor}};
     if (total_samples_ > 0) msg["total_samples"] = static_cast<std::uint64_t>(total_samples_);
     link_->Call(std::move(msg));
-    sum_ = 0;
-    count_ = 0;
+    window_.Clear();
   } catch (...) {
   }
 }
 
-void ControllerSink::OnRescale(const std::string&, int, double) noexcept {
-  sum_ = 0;  // a new size: do not mix step times of two sizes
-  count_ = 0;
-}
+void ControllerSink::OnRescale(const std::string&, int, double) noexcept { window_.NewWorld(); }
 
 // --- rank 0: poll, decide, acknowledge -------------------------------------------------------
 

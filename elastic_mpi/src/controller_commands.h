@@ -10,6 +10,7 @@
 
 #include "elastic/common/error.h"
 #include "elastic_mpi/metrics.h"
+#include "step_window.h"
 
 namespace elastic::mpi {
 
@@ -55,8 +56,7 @@ class ControllerSink final : public MetricsSink {
   double interval_s_;
   double total_samples_;
   std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
-  double sum_ = 0;
-  int count_ = 0;
+  StepWindow window_;
 };
 
 }  // namespace elastic::mpi

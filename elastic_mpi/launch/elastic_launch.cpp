@@ -228,14 +228,6 @@ bool WaitForFile(const std::string& path, double seconds) {
   return false;
 }
 
-// Sleeps `seconds`, less when SIGTERM or SIGINT arrives.
-void SleepUnlessTerminating(double seconds) {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (!g_terminating && std::chrono::steady_clock::now() < end) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-}
-
 bool MakePrivateDir(const std::string& path) {
   // mkdir -p with mode 700 for the last component.
   std::string partial;
@@ -674,15 +666,6 @@ int main(int argc, char** argv) {
       }
       group.rank_shim[2] = "-";  // no torchrun RANK: the world spans what the record says
       rc = run_group(ranks_env(world.value(), relauncher.record()));
-      for (double delay; !g_terminating && (delay = relauncher.RetryDelay(rc)) >= 0;) {
-        SleepUnlessTerminating(delay);
-        if (g_terminating) break;
-        if (auto again = relauncher.RestartRendezvous(); !again.ok()) {
-          std::fprintf(stderr, "elastic-launch: relaunch: %s\n", again.message().c_str());
-          break;
-        }
-        rc = run_group(ranks_env(world.value(), relauncher.record()));
-      }
     }
     if (g_terminating && rc == 0) rc = 128 + SIGTERM;
     if (relauncher.Asked()) relauncher.Abandon();  // ending with a record no world took

@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <iterator>
 #include <sstream>
 
 #include "elastic/common/exit_codes.h"
@@ -145,43 +144,12 @@ Result<int> Relauncher::Next(mpi::stack::GroupLaunch* group) {
     }
     spans_others_ = others;
   }
-  tries_ = 0;
-  hosts_ = hosts;
   group->ranks = total;
   group->hosts = others ? hosts : "";
   std::fprintf(stderr, "elastic-launch: relaunch: %d ranks over %s; the old world ended %.3f s after its stop, "
                "the rendezvous %s in %.3f s\n", total, hosts.c_str(), ended_s,
                restarted ? "restarted" : "kept", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   return here;
-}
-
-double Relauncher::RetryDelay(int rc) {
-  // Waits before the 2nd, 3rd and 4th start: slurmctld back from a restart takes seconds.
-  static constexpr double kDelays[] = {2, 5, 10};
-  if (rc == 0 || Asked() || !spans_others_ || states_.empty() || tries_ >= static_cast<int>(std::size(kDelays))) {
-    return -1;
-  }
-  if (access(states_.back().c_str(), F_OK) != 0) return -1;  // the world took it: it ran
-  std::vector<std::string> gone = Marks(s_.run_dir);
-  std::erase(gone, mpi::ThisNodeName());
-  if (!gone.empty()) return -1;  // nodes taken away (AfterNodesTaken)
-  const double delay = kDelays[tries_++];
-  std::fprintf(stderr, "elastic-launch: relaunch: the world over %s ended with status %d before it took its state "
-               "(a daemon on another node did not start?): it starts again in %g s (try %d of %zu)\n",
-               hosts_.c_str(), rc, delay, tries_ + 1, std::size(kDelays) + 1);
-  return delay;
-}
-
-Status Relauncher::RestartRendezvous() {
-  hooks_.stop_server(*server_, *server_cmd_);
-  *server_ = -1;
-  unlink(s_.uri_file.c_str());
-  *server_ = hooks_.start_server(*server_cmd_);
-  if (*server_ < 0 || !hooks_.wait_for_file(s_.uri_file, s_.wait_s)) {
-    return Status(ErrorKind::kUnavailable, "the rendezvous over " + hosts_ + " did not start again (no URI in " +
-                                               s_.uri_file + ")");
-  }
-  return Status::Ok();
 }
 
 void Relauncher::Abandon() {

@@ -62,16 +62,6 @@ class Relauncher {
   // checkpoint_path (it is one: the runtime writes the checkpoint format), so that a restart of the
   // job resumes from where the world stopped; older ones are removed. True when one was kept.
   bool Finish(const std::string& checkpoint_path);
-  // After a relaunched world over other nodes ended with status rc before its rank 0 took the
-  // state (the state file is still there, no new record, no node taken away): the seconds to wait
-  // before it is started again, rendezvous and all (RestartRendezvous), or -1 when not (it ended
-  // 0, took the state, did not span other nodes, or had its tries). A daemon on another node may
-  // fail to start for a passing reason: its step through the extension job that holds the node
-  // is refused while slurmctld restarts ("Job/step already completing or completed"), and the
-  // DVM then ends the world at once.
-  double RetryDelay(int rc);
-  // The rendezvous over the same nodes again, for the same world. kUnavailable when it did not start.
-  Status RestartRendezvous();
   // Whether the rendezvous now runs on other nodes too (its agents there never leave by themselves).
   bool spans_others() const { return spans_others_; }
 
@@ -81,8 +71,6 @@ class Relauncher {
   pid_t* server_;
   std::vector<std::string>* server_cmd_;
   bool spans_others_ = false;  // the rendezvous runs on other nodes too
-  int tries_ = 0;              // of the current relaunch's world, after its first start
-  std::string hosts_;          // the current relaunch's hosts
   std::vector<std::string> states_;
 };
 

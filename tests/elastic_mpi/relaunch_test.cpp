@@ -255,56 +255,6 @@ TEST_F(RelauncherTest, AWorldEndedByItsRanksElsewhereGettingSigtermIsRestartedNo
   EXPECT_EQ(r.AfterNodesTaken(195), 195);
 }
 
-TEST_F(RelauncherTest, AWorldOverOtherNodesThatNeverTookItsStateStartsAgainAFewTimes) {
-  if (!elastic::mpi::stack::RelaunchesAcrossNodes()) GTEST_SKIP() << "this MPI relaunches on the launcher's node only";
-  auto r = Make();
-  elastic::mpi::stack::GroupLaunch group;
-  const std::string state = dir_ + "/state";
-  std::ofstream(state) << "the world's state";
-  WriteRecord(R"([{"node": "n1", "ranks": 2}, {"node": "n2", "ranks": 2, "agent": ["srun", "-w", "n2"]}])", state);
-  ASSERT_TRUE(r.Next(&group).ok());
-  ASSERT_EQ(started_.size(), 1u);
-  EXPECT_EQ(r.RetryDelay(0), -1);  // it ended well
-  // It ended at once (its daemon on n2 did not start): three more starts, each with its own
-  // rendezvous over the same nodes, waiting longer each time.
-  std::vector<double> delays;
-  for (double d; (d = r.RetryDelay(213)) >= 0;) {
-    delays.push_back(d);
-    ASSERT_TRUE(r.RestartRendezvous().ok());
-  }
-  EXPECT_EQ(delays, (std::vector<double>{2, 5, 10}));
-  ASSERT_EQ(started_.size(), 4u);
-  for (const auto& cmd : started_) EXPECT_EQ(cmd, started_[0]);
-  EXPECT_EQ(stopped_.size(), 4u);  // the first DVM, then each one before the next
-  EXPECT_TRUE(std::filesystem::exists(state));
-  EXPECT_TRUE(r.Finish(dir_ + "/checkpoint/checkpoint.bin"));  // then, as before, the job's checkpoint
-
-  // A new relaunch has tries of its own; none once the world took the state, asked for another
-  // relaunch, or lost a node.
-  std::ofstream(state) << "the world's state";
-  WriteRecord(R"([{"node": "n1", "ranks": 2}, {"node": "n2", "ranks": 2, "agent": ["srun", "-w", "n2"]}])", state);
-  ASSERT_TRUE(r.Next(&group).ok());
-  std::ofstream(dir_ + "/" + elastic::mpi::kSignalledPrefix + "n2").flush();
-  EXPECT_EQ(r.RetryDelay(213), -1);
-  r.ClearSignalled();
-  WriteRecord(R"([{"node": "n1", "ranks": 2}])", state);
-  EXPECT_EQ(r.RetryDelay(213), -1);
-  std::filesystem::remove(dir_ + "/" + elastic::mpi::kRelaunchRecord);
-  EXPECT_EQ(r.RetryDelay(213), 2);
-  std::filesystem::remove(state);
-  EXPECT_EQ(r.RetryDelay(213), -1);
-}
-
-TEST_F(RelauncherTest, AWorldOnThisNodeAloneIsNotStartedAgain) {
-  auto r = Make();
-  elastic::mpi::stack::GroupLaunch group;
-  std::ofstream(dir_ + "/state") << "the world's state";
-  WriteRecord(R"([{"node": "n1", "ranks": 3}])");
-  ASSERT_TRUE(r.Next(&group).ok());
-  EXPECT_EQ(r.RetryDelay(213), -1);
-  EXPECT_TRUE(started_.empty());
-}
-
 TEST_F(RelauncherTest, ATakenStateLeavesTheCheckpointAlone) {
   auto r = Make();
   elastic::mpi::stack::GroupLaunch group;

@@ -39,6 +39,7 @@ constexpr std::array kTable{
     EnvVar{kRendezvousUri, kPlugin | kLauncher, kLauncher, true, true, "the parent's ompi-server URI (file)"},
     EnvVar{kNodeGroup, kLauncher | kUser, kRuntime | kLauncher, false, true, "index of this node group in the job"},
     EnvVar{kNodeGroups, kLauncher | kUser, kRuntime | kLauncher, false, false, "number of the job's initial node groups"},
+    EnvVar{kSpannedNodes, kLauncher, kRuntime, false, true, "nodes of the initial world one launch started"},
     EnvVar{kLocalRank, kLauncher, kProgram, false, true, "rank within the node group"},
     EnvVar{kLocalSize, kLauncher, kProgram, false, true, "size of the node group"},
     EnvVar{kRunDir, kLauncher | kUser, kRuntime | kLauncher, false, true, "the job's private directory"},

@@ -571,6 +571,7 @@ int main(int argc, char** argv) {
     if (o.join) env.push_back(var(contract::kJoin, "1"));
     if (own_token) env.push_back(var(contract::kJoinToken, token));
     if (!relaunched.empty()) env.push_back(var(contract::kRelaunchFrom, relaunched));
+    if (spanning && relaunched.empty()) env.push_back(var(contract::kSpannedNodes, std::to_string(nodes.size())));
     // Oversubscribed cores (tests on small machines): ranks must yield while they wait, or the
     // busy-polling ones starve the others (a merged world's allreduce was 40x slower).
     if (o.oversubscribe) env.push_back("OMPI_MCA_mpi_yield_when_idle=1");

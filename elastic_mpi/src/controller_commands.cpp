@@ -172,6 +172,9 @@ Decision Session::Impl::Decide() {
       } else if (options.node_groups > 1) {
         why = "the job's world is " + std::to_string(options.node_groups) +
               " node groups started by their own launchers, which would end with it";
+      } else if (options.spanned_nodes > 1) {
+        why = "the job's world spans " + std::to_string(options.spanned_nodes) +
+              " nodes whose launchers hold them until it ends";
       }
       if (!why.empty()) {
         Log(LogLevel::kError, kComponent, "relaunch refused: ", why);

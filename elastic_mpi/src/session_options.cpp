@@ -99,6 +99,12 @@ Result<SessionOptions> SessionOptions::FromConfig(const Config& config) {
   }
   o.node_group = static_cast<int>(node_group.value());
   o.node_groups = static_cast<int>(node_groups.value());
+  auto spanned = config.GetInt("spanned_nodes");
+  if (!spanned.ok()) return spanned.status();
+  if (spanned.value() < 1 || spanned.value() > 65536) {
+    return Status(ErrorKind::kConfig, "ELASTIC_SPANNED_NODES must be between 1 and 65536");
+  }
+  o.spanned_nodes = static_cast<int>(spanned.value());
   o.join_token = config.Get("join_token");
   o.command_dir = config.Get("command_dir");
   o.controller = config.Get("controller");

@@ -32,6 +32,8 @@ constexpr std::array kTable{
     Tunable{"group_id", contract::kGroupId, "0", "id of this rank's group (0 = base job)"},
     Tunable{"node_group", contract::kNodeGroup, "0", "index of this node group in the job"},
     Tunable{"node_groups", contract::kNodeGroups, "1", "number of the job's initial node groups (merged into one world)"},
+    Tunable{"spanned_nodes", contract::kSpannedNodes, "1",
+            "nodes of the job's initial world, started by one launch whose other launchers hold them (no relaunch)"},
     Tunable{"slurm_node_id", "SLURM_NODEID", "", "this node's index in the step (launcher's default node group)"},
     Tunable{"slurm_step_nodes", "SLURM_STEP_NUM_NODES", "", "nodes of the step (launcher's default node group count)"},
     Tunable{"local_rank", contract::kLocalRank, "", "rank within the node group"},

@@ -62,10 +62,15 @@ class GrowOwnNodeTest(ElasticdTestCase):
         # 1 GPU on each of two a100 nodes (n1, n2: 4 each), up to 8. With Open MPI 4 extensions
         # join a world of two node groups from those nodes; with Open MPI 5 a world on several
         # nodes cannot take new ranks (not even on the leader's node), so elasticd keeps the job
-        # at 2 and says why in its plan ("several_nodes").
-        script = trainer_script(gpus=1, max_gpus=8, epochs=30, sbatch_lines="#SBATCH -N2")
-        script = script.replace("--elastic-gpus=1:8", "--elastic-gpus=2:8")
+        # at 2 and says why in its plan ("several_nodes"); its world, one launch over both nodes
+        # whose other launcher holds n2 until it ends, refuses a relaunch sent by hand.
         wd = job_workdir("two-node-grow")
+        commands = os.path.join(wd, "commands")
+        os.makedirs(commands)
+        os.chmod(commands, 0o777)
+        script = trainer_script(gpus=1, max_gpus=8, epochs=30, sbatch_lines="#SBATCH -N2",
+                                env=f"ELASTIC_COMMAND_DIR={commands} ELASTIC_POLL_INTERVAL_S=0.2")
+        script = script.replace("--elastic-gpus=1:8", "--elastic-gpus=2:8")
         job, _ = sbatch([], script=script, workdir=wd)
         self.jobs.append(job)
         out = os.path.join(wd, f"job-{job}.out")
@@ -78,6 +83,11 @@ class GrowOwnNodeTest(ElasticdTestCase):
             d = wait_until(decision, 30, "elasticd's decision on the job")
             self.assertTrue(d.get("several_nodes"), d)
             self.assertEqual(d.get("target"), 2, d)
+            with open(os.path.join(commands, "relaunch.tmp"), "w") as f:
+                json.dump({"action": "relaunch", "world": [{"node": "n1", "ranks": 1}]}, f)
+            os.rename(os.path.join(commands, "relaunch.tmp"), os.path.join(commands, "relaunch.json"))
+            wait_until(lambda: "relaunch refused: the job's world spans 2 nodes whose launchers hold them until it "
+                               "ends" in read(out), 30, "the relaunch refused")
             time.sleep(3 * self.EPOCH)  # epochs in which it would have grown
             self.assertEqual(gpus_of(job), 2)
             self.assertEqual(extension_jobs(job), [])

@@ -221,7 +221,7 @@ TEST(EnvVars, ScrubAndPerLaunchListsAreTheDocumentedOnes) {
                             "ELASTIC_CONTROLLER", "ELASTIC_JOIN_TOKEN", "ELASTIC_GROUP_ID", "ELASTIC_PARENT_JOB_ID",
                             "ELASTIC_RENDEZVOUS_URI", "ELASTIC_NODE_GROUP", "ELASTIC_LOCAL_RANK",
                             "ELASTIC_LOCAL_SIZE", "ELASTIC_JOIN", "ELASTIC_RUN_DIR", "ELASTIC_FUSE_TRIALS",
-                            "ELASTIC_FUSE_LEADER", "ELASTIC_RELAUNCH_FROM"}));
+                            "ELASTIC_FUSE_LEADER", "ELASTIC_RELAUNCH_FROM", "ELASTIC_SPANNED_NODES"}));
 }
 
 TEST(EnvVars, AnExtensionGetsTheJobsEnvironmentButSlurmsMpisAndTheNodesOwn) {

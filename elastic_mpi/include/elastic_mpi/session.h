@@ -68,6 +68,9 @@ struct SessionOptions {
   // world of node groups 0..i-1 at Create() and merges; all keep group id 0. docs/runtime.md.
   int node_group = 0;
   int node_groups = 1;
+  // Nodes of an initial world that one launch started over all of them (Open MPI 5): their
+  // launchers hold them until it ends, so such a world is not relaunched (ELASTIC_SPANNED_NODES).
+  int spanned_nodes = 1;
   bool join = false;              // this group joins a running world through the rendezvous
   std::string join_token;         // 32 hex digits (joiners send it; parents check commands' tokens)
   std::string command_dir;        // rank 0 polls *.json command files here ("" = none)

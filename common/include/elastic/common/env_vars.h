@@ -44,6 +44,8 @@ inline constexpr char kRendezvousUri[] = "ELASTIC_RENDEZVOUS_URI";
 // Set by elastic-launch for the ranks it starts.
 inline constexpr char kNodeGroup[] = "ELASTIC_NODE_GROUP";
 inline constexpr char kNodeGroups[] = "ELASTIC_NODE_GROUPS";
+// Where one launch started the job's initial world over several nodes (Open MPI 5): their number.
+inline constexpr char kSpannedNodes[] = "ELASTIC_SPANNED_NODES";
 inline constexpr char kLocalRank[] = "ELASTIC_LOCAL_RANK";
 inline constexpr char kLocalSize[] = "ELASTIC_LOCAL_SIZE";
 inline constexpr char kRunDir[] = "ELASTIC_RUN_DIR";

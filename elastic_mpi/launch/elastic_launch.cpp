@@ -418,6 +418,8 @@ int main(int argc, char** argv) {
     sigemptyset(&early.sa_mask);
     sigaction(SIGUSR1, &early, nullptr);
   }
+  // Set by this launcher alone, for a world it launches over several nodes (not inherited).
+  unsetenv(elastic::contract::kSpannedNodes);
   const elastic::mpi::Config config = elastic::mpi::Config::FromEnvironment();
   Options o;
   if (!Parse(argc, argv, config, &o)) {

@@ -48,23 +48,23 @@ Result<Command> ParseCommand(const std::string& text) {
 
 void ControllerSink::OnStep(const StepMetrics& m) noexcept {
   try {
-    if (!window_.Add(m.step_time_s)) return;  // a world's first step (step_window.h)
-    if (Seconds(last_) < interval_s_) return;
-    last_ = Clock::now();
+    const auto now = Clock::now();
+    window_.Step(m.step_time_s, now);
+    if (!window_.Due(now, interval_s_)) return;
     nlohmann::json msg{{"type", "metrics"},
                        {"step", m.step},
                        {"gpus", m.gpus},
                        {"global_batch", m.global_batch},
                        {"local_batch", m.local_batch},
                        {"accum_steps", 0},
-                       {"step_time_s", window_.median()},
                        {"grad_sqr", m.grad_sqr},
                        {"grad_var", m.grad_var},
                        {"samples", m.samples},
                        {"lr_factor", m.lr_factor}};
+    if (window_.count() > 0) msg["step_time_s"] = window_.median();  // else progress alone
     if (total_samples_ > 0) msg["total_samples"] = static_cast<std::uint64_t>(total_samples_);
     link_->Call(std::move(msg));
-    window_.Clear();
+    window_.Reported(now);
   } catch (...) {
   }
 }

@@ -43,7 +43,8 @@ struct Command {
 // Parses one command object; kProtocol when malformed.
 Result<Command> ParseCommand(const std::string& text);
 
-// Step metrics to elasticd, at most every `interval_s` (the mean step time of the window).
+// Step metrics to elasticd, at most every `interval_s`: the median step time of the window
+// (step_window.h); a world's first report comes once `interval_s` passed after its first step.
 class ControllerSink final : public MetricsSink {
  public:
   ControllerSink(ControllerLink* link, double interval_s, double total_samples)
@@ -55,7 +56,6 @@ class ControllerSink final : public MetricsSink {
   ControllerLink* link_;
   double interval_s_;
   double total_samples_;
-  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
   StepWindow window_;
 };
 

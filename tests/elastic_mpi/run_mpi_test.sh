@@ -332,6 +332,22 @@ churn)
     (( kept >= changes )) || fail "the base kept its launch's communicator at $kept changes of $changes"
   fi
   ;;
+spanned)
+  # A world one launch started over several nodes (elastic-launch sets ELASTIC_SPANNED_NODES for
+  # its ranks on Open MPI 5) refuses a relaunch: the other nodes' launchers hold them until it
+  # ends. The world trains on at its size and completes.
+  mpiexec=$1 bin=$2
+  mkdir -p "$work/commands" "$work/run"
+  echo '{"action": "relaunch", "world": [{"node": "'"$(hostname)"'", "ranks": 1}]}' >"$work/commands/r.json"
+  ELASTIC_JOB_ID=spanned$$ ELASTIC_POLL_INTERVAL_S=0.1 ELASTIC_COMMAND_DIR="$work/commands" ELASTIC_RUN_DIR="$work/run" \
+    ELASTIC_SPANNED_NODES=2 timeout -k 10 90 "$mpiexec" --oversubscribe -np 2 "$bin/elastic-train-logreg" \
+    --samples $SAMPLES --epochs $EPOCHS >"$work/out.log" 2>&1 || { cat "$work/out.log"; fail "the world failed"; }
+  grep -q "relaunch refused: the job's world spans 2 nodes whose launchers hold them until it ends" "$work/out.log" \
+    || { cat "$work/out.log"; fail "the relaunch was not refused"; }
+  grep -q "done: [0-9]* steps, world 2," "$work/out.log" || { cat "$work/out.log"; fail "no end at 2 ranks"; }
+  [[ -e $work/run/relaunch.json ]] && fail "a relaunch record was written"
+  echo "spanned: the relaunch was refused, the world of 2 completed"
+  ;;
 relaunch)
   # elastic-launch -n 2 trains; a relaunch command (as elasticd would send where the MPI cannot
   # grow in place) ends the world at a rescale point and the launcher starts it again at 3 ranks

@@ -4,7 +4,6 @@
 // controller_commands.cpp; docs/interfaces.md section 3 is the protocol.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <string>
 

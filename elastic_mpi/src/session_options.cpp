@@ -86,25 +86,25 @@ Result<SessionOptions> SessionOptions::FromConfig(const Config& config) {
   if (!(o.total_samples >= 0) || o.total_samples > 1e18) {
     return Status(ErrorKind::kConfig, "ELASTIC_TOTAL_SAMPLES must be a number of samples >= 0");
   }
+  // A count of nodes or node groups, 1-65536.
+  auto node_count = [&](std::string_view name, const char* variable, int* out) -> Status {
+    auto r = config.GetInt(name);
+    if (!r.ok()) return r.status();
+    if (r.value() < 1 || r.value() > 65536) {
+      return Status(ErrorKind::kConfig, std::string(variable) + " must be between 1 and 65536");
+    }
+    *out = static_cast<int>(r.value());
+    return Status::Ok();
+  };
   auto node_group = config.GetInt("node_group");
   if (!node_group.ok()) return node_group.status();
-  auto node_groups = config.GetInt("node_groups");
-  if (!node_groups.ok()) return node_groups.status();
-  if (node_groups.value() < 1 || node_groups.value() > 65536) {
-    return Status(ErrorKind::kConfig, "ELASTIC_NODE_GROUPS must be between 1 and 65536");
-  }
-  if (node_group.value() < 0 || node_group.value() >= node_groups.value()) {
+  if (Status s = node_count("node_groups", "ELASTIC_NODE_GROUPS", &o.node_groups); !s.ok()) return s;
+  if (Status s = node_count("spanned_nodes", "ELASTIC_SPANNED_NODES", &o.spanned_nodes); !s.ok()) return s;
+  if (node_group.value() < 0 || node_group.value() >= o.node_groups) {
     return Status(ErrorKind::kConfig, "ELASTIC_NODE_GROUP=" + std::to_string(node_group.value()) +
-                                          " is not below ELASTIC_NODE_GROUPS=" + std::to_string(node_groups.value()));
+                                          " is not below ELASTIC_NODE_GROUPS=" + std::to_string(o.node_groups));
   }
   o.node_group = static_cast<int>(node_group.value());
-  o.node_groups = static_cast<int>(node_groups.value());
-  auto spanned = config.GetInt("spanned_nodes");
-  if (!spanned.ok()) return spanned.status();
-  if (spanned.value() < 1 || spanned.value() > 65536) {
-    return Status(ErrorKind::kConfig, "ELASTIC_SPANNED_NODES must be between 1 and 65536");
-  }
-  o.spanned_nodes = static_cast<int>(spanned.value());
   o.join_token = config.Get("join_token");
   o.command_dir = config.Get("command_dir");
   o.controller = config.Get("controller");

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <initializer_list>
 #include <limits>
 
 namespace elastic::mpi {
@@ -13,6 +14,15 @@ namespace {
 using Clock = StepWindow::Clock;
 const Clock::time_point t0{};
 Clock::time_point At(double s) { return t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s)); }
+
+// A window whose world took its first (uncounted) step of `first` seconds at 0 s, then the
+// counted steps `steps`, at 1 s.
+StepWindow Opened(double first, std::initializer_list<double> steps = {}) {
+  StepWindow w;
+  w.Step(first, At(0));
+  for (double t : steps) w.Step(t, At(1));
+  return w;
+}
 
 TEST(StepWindow, LeavesOutTheFirstStepOfTheWorld) {
   StepWindow w;
@@ -53,8 +63,7 @@ TEST(StepWindow, AWorldsFirstReportCoversTheIntervalAfterItsFirstStep) {
 TEST(StepWindow, RareStallsAreNotTheSizesSpeed) {
   // As measured here: 6 ranks stepping in 0.046 s, two stalls of 1.03 s and 2.10 s in 35 steps
   // (their mean, 0.13 s, is slower than the job at 2 ranks, 0.128 s).
-  StepWindow w;
-  w.Step(0.12, At(0));
+  StepWindow w = Opened(0.12);
   for (int i = 0; i < 33; ++i) w.Step(0.046, At(1));
   w.Step(1.03, At(2));
   w.Step(2.10, At(4));
@@ -63,18 +72,13 @@ TEST(StepWindow, RareStallsAreNotTheSizesSpeed) {
 }
 
 TEST(StepWindow, SteadySlownessIsMeasured) {
-  StepWindow w;
-  w.Step(0.1, At(0));
-  for (double t : {0.5, 0.05, 0.5, 0.5, 0.05}) w.Step(t, At(1));  // most steps are slow: so is the size
+  StepWindow w = Opened(0.1, {0.5, 0.05, 0.5, 0.5, 0.05});  // most steps are slow: so is the size
   EXPECT_DOUBLE_EQ(w.median(), 0.5);
 }
 
 TEST(StepWindow, ValuesThatAreNoTimeAreNotCounted) {
-  StepWindow w;
-  w.Step(1.0, At(0));
-  for (double bad : {0.0, -1.0, std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()}) {
-    w.Step(bad, At(1));  // a program that does not time its steps: its reports carry progress alone
-  }
+  // A program that does not time its steps: its reports carry progress alone.
+  StepWindow w = Opened(1.0, {0.0, -1.0, std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()});
   EXPECT_EQ(w.count(), 0u);
   EXPECT_TRUE(w.Due(At(5), 5));  // the world is warm all the same
   w.Step(0.2, At(6));
@@ -83,10 +87,7 @@ TEST(StepWindow, ValuesThatAreNoTimeAreNotCounted) {
 }
 
 TEST(StepWindow, ANewWorldDropsTheOldSizesSteps) {
-  StepWindow w;
-  w.Step(3.0, At(0));
-  w.Step(0.1, At(1));
-  w.Step(0.1, At(2));
+  StepWindow w = Opened(3.0, {0.1, 0.1});
   w.NewWorld();
   EXPECT_EQ(w.count(), 0u);
   w.Step(2.5, At(3));
@@ -96,8 +97,7 @@ TEST(StepWindow, ANewWorldDropsTheOldSizesSteps) {
 }
 
 TEST(StepWindow, AVeryLongWindowKeepsItsLatestSteps) {
-  StepWindow w;
-  w.Step(1.0, At(0));
+  StepWindow w = Opened(1.0);
   for (int i = 0; i < 8192; ++i) w.Step(1.0, At(1));  // old steps of 1 s
   for (int i = 0; i < 8192; ++i) w.Step(0.001, At(2));  // then fast ones
   EXPECT_LE(w.count(), 8192u);

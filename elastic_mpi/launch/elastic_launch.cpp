@@ -659,6 +659,7 @@ int main(int argc, char** argv) {
       auto world = relauncher.Next(&group);
       if (!world.ok()) {
         std::fprintf(stderr, "elastic-launch: relaunch: %s\n", world.status().message().c_str());
+        if (!g_terminating && relauncher.FallBack(world.status().message())) continue;  // the world before it
         failed = true;
         break;
       }
@@ -669,6 +670,12 @@ int main(int argc, char** argv) {
       }
       group.rank_shim[2] = "-";  // no torchrun RANK: the world spans what the record says
       rc = run_group(ranks_env(world.value(), relauncher.record()));
+      // Ended before it took the state (a daemon on a new node that could not start): the world
+      // before it again, which tells elasticd the relaunch failed (relauncher.h).
+      if (rc != 0 && !g_terminating &&
+          relauncher.FallBack("it ended with status " + std::to_string(rc) + " before it took the state")) {
+        continue;
+      }
     }
     if (g_terminating && rc == 0) rc = 128 + SIGTERM;
     if (relauncher.Asked()) relauncher.Abandon();  // ending with a record no world took

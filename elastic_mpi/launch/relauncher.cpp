@@ -66,6 +66,7 @@ bool Relauncher::Continues(int rc) const {
   if (!Asked()) return false;
   if (rc == 0) return true;
   auto j = ReadRecord(s_.run_dir + "/" + mpi::kRelaunchRecord);
+  if (j.ok() && j.value().contains("failed")) return true;  // FallBack's
   if (!j.ok() || !j.value().contains("left_nodes") || j.value()["left_nodes"].empty()) return false;
   std::fprintf(stderr, "elastic-launch: the world ended with status %d after its ranks on %s got SIGTERM (the job "
                "holding the node ends); its record is whole: the world is started again without them\n",
@@ -86,6 +87,41 @@ int Relauncher::AfterNodesTaken(int rc) const {
 
 void Relauncher::ClearSignalled() const { ClearMarks(s_.run_dir); }
 
+bool Relauncher::FallBack(const std::string& why) {
+  if (Asked()) return false;  // the world wrote a record of its own
+  auto j = ReadRecord(record());
+  if (!j.ok() || !j.value().contains("from_world") || j.value().contains("failed")) return false;
+  nlohmann::json& r = j.value();
+  const std::string state = r.value("state", std::string());
+  auto ranks = mpi::RelaunchWorldRanks(r["from_world"]);
+  if (state.empty() || access(state.c_str(), F_OK) != 0 || !ranks.ok()) return false;  // taken, or no world
+  std::fprintf(stderr, "elastic-launch: relaunch over %s FAILED (%s); its state was not taken: the world before it "
+               "is started again as it was, %lld ranks over %s\n", r["world"].dump().c_str(), why.c_str(),
+               static_cast<long long>(ranks.value()), r["from_world"].dump().c_str());
+  r["failed"] = "the world over " + r["world"].dump() + ": " + why;
+  r["world"] = r["from_world"];
+  r["ranks"] = ranks.value();
+  r.erase("from_world");
+  const std::string path = s_.run_dir + "/" + mpi::kRelaunchRecord;
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << r.dump() << "\n";
+    out.flush();
+    if (!out) {
+      std::fprintf(stderr, "elastic-launch: cannot write %s: %s\n", tmp.c_str(), std::strerror(errno));
+      unlink(tmp.c_str());
+      return false;
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::fprintf(stderr, "elastic-launch: cannot rename %s: %s\n", tmp.c_str(), std::strerror(errno));
+    unlink(tmp.c_str());
+    return false;
+  }
+  return true;
+}
+
 Result<int> Relauncher::Next(mpi::stack::GroupLaunch* group) {
   const std::string taken = record();
   if (std::rename((s_.run_dir + "/" + mpi::kRelaunchRecord).c_str(), taken.c_str()) != 0) {
@@ -100,7 +136,11 @@ Result<int> Relauncher::Next(mpi::stack::GroupLaunch* group) {
   const double ended_s =
       stopped_at > 0 ? std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count() - stopped_at
                      : 0.0;
-  if (j.value().contains("state") && j.value()["state"].is_string()) states_.push_back(j.value()["state"]);
+  // The same state again after FallBack(): kept once.
+  if (j.value().contains("state") && j.value()["state"].is_string() &&
+      (states_.empty() || states_.back() != j.value()["state"].get<std::string>())) {
+    states_.push_back(j.value()["state"]);
+  }
   auto nodes = mpi::ParseRelaunchWorld(j.value().value("world", nlohmann::json()));
   if (!nodes.ok()) return nodes.status();
   int here = 0;
@@ -138,11 +178,11 @@ Result<int> Relauncher::Next(mpi::stack::GroupLaunch* group) {
     *server_cmd_ = others ? mpi::stack::RelaunchServerCommand(s_.server_program, s_.uri_file, s_.itf, hosts, agent)
                           : mpi::stack::ServerCommand(s_.server_program, s_.uri_file, s_.itf);
     *server_ = hooks_.start_server(*server_cmd_);
+    spans_others_ = others;  // also when it does not start: what is left of it is stopped next time
     if (*server_ < 0 || !hooks_.wait_for_file(s_.uri_file, s_.wait_s)) {
       return Status(ErrorKind::kUnavailable, "the rendezvous over " + hosts + " did not start (no URI in " +
                                                  s_.uri_file + ")");
     }
-    spans_others_ = others;
   }
   group->ranks = total;
   group->hosts = others ? hosts : "";

@@ -41,7 +41,7 @@ class Relauncher {
   // Whether to start the next world after one that ended with status rc: when it asked for a
   // relaunch and ended 0, or ended otherwise after its rank 0 wrote a record without nodes taken
   // away (SIGTERM to the ranks there: the job holding them ends), whose daemons may end first
-  // and take the DVM's job down.
+  // and take the DVM's job down, or when FallBack() wrote the record.
   bool Continues(int rc) const;
   // The launcher's status after its last world ended with rc: 75 (elasticd restarts the job from
   // its last checkpoint) when rc is another failure and ranks on other nodes got SIGTERM (their
@@ -49,6 +49,15 @@ class Relauncher {
   int AfterNodesTaken(int rc) const;
   // Before a world starts and at the end: the SIGTERM marks (relaunch.h) are removed.
   void ClearSignalled() const;
+  // After the world Next() made ready ended with a failure before its rank 0 took the state (the
+  // state file is still there), or did not start at all (why: what went wrong): whether the
+  // world before it is to be started again as it was (the record's "from_world": once per
+  // relaunch, never for a world leaving taken nodes). Then a record for it is written, with
+  // "failed": why (that world acknowledges elasticd's command failed, and elasticd ends the
+  // groups the relaunch brought), and Continues() goes on with it. A daemon on a new node that
+  // cannot start (its Slurm step refused) ends a relaunch so; the job then trains on instead of
+  // being restarted from a checkpoint.
+  bool FallBack(const std::string& why);
   // Takes the record and makes ready the next world: the rendezvous again where needed, and
   // *group's ranks (all of them) and hosts. Returns the ranks on this node. kInvalidArgument (a
   // bad record, or a world this MPI cannot relaunch), kUnavailable (the rendezvous did not start).

@@ -79,6 +79,23 @@ double WallSeconds() {
 
 }  // namespace
 
+nlohmann::json Session::Impl::WorldAsRecord(const nlohmann::json& next) const {
+  if (!relaunched_world.empty()) {  // started by a relaunch: as its record names it
+    nlohmann::json as_started = nlohmann::json::parse(relaunched_world, nullptr, false);
+    auto ranks = RelaunchWorldRanks(as_started);
+    return ranks.ok() && ranks.value() == size ? as_started : nlohmann::json();
+  }
+  // The launcher's first world: every rank on its node (a world of several node groups, of joined
+  // groups or of one launch over several nodes is not relaunched: controller_commands.cpp), which
+  // the next world names as the node without an agent.
+  auto nodes = ParseRelaunchWorld(next);
+  if (!nodes.ok()) return nlohmann::json();
+  for (const RelaunchNode& n : nodes.value()) {
+    if (n.agent.empty()) return nlohmann::json::array({{{"node", n.node}, {"ranks", size}}});
+  }
+  return nlohmann::json();
+}
+
 Status Session::Impl::Relaunch(int new_size, std::string* refusal) {
   std::string state;
   std::string error;
@@ -106,6 +123,10 @@ Status Session::Impl::Relaunch(int new_size, std::string* refusal) {
       // Nodes taken away: the launcher starts this world even though the old one may end with
       // an error (its daemons there end with them).
       if (!relaunch_left_nodes.empty()) j["left_nodes"] = relaunch_left_nodes;
+      // Otherwise this world as a relaunch's world: the launcher starts it again as it is when the
+      // new one ends before it took the state (a daemon on a new node that could not start;
+      // relauncher.h, FallBack), and that world acknowledges the command failed.
+      else if (nlohmann::json from = WorldAsRecord(j["world"]); !from.is_null()) j["from_world"] = std::move(from);
       {
         std::ofstream out(tmp, std::ios::trunc);
         out << j.dump() << "\n";
@@ -207,6 +228,7 @@ Status Session::Impl::RestoreMeta() {
       relaunched_world = j.at("world").dump();
       relaunch_stopped_at = j.value("stopped_at", 0.0);
       relaunch_command = j.value("command", std::int64_t{0});
+      relaunch_failed = j.value("failed", std::string());
     } catch (const std::exception& e) {
       error = "the relaunch record " + options.relaunch_from + ": " + e.what();
     }
@@ -224,7 +246,12 @@ Status Session::Impl::RestoreMeta() {
     return Status(ErrorKind::kProtocol, "the relaunch record " + options.relaunch_from + ": malformed meta: " + e.what());
   }
   relaunched = true;
-  if (rank == 0) Log(LogLevel::kInfo, kComponent, "relaunched world of ", size, " ranks at step ", step);
+  if (rank == 0 && !relaunch_failed.empty()) {
+    Log(LogLevel::kWarning, kComponent, "relaunch FAILED (", relaunch_failed, "): the world before it is started again "
+        "as it was, ", size, " ranks at step ", step);
+  } else if (rank == 0) {
+    Log(LogLevel::kInfo, kComponent, "relaunched world of ", size, " ranks at step ", step);
+  }
   return Status::Ok();
 }
 
@@ -270,7 +297,12 @@ Status Session::Impl::RestoreBuffers() {
     unlink(relaunched_state.c_str());  // taken: the memory it held is free again
     // The pause the relaunch cost: from the old world's stop to this world's state in place.
     const double pause = relaunch_stopped_at > 0 ? WallSeconds() - relaunch_stopped_at : 0.0;
-    Log(LogLevel::kInfo, kComponent, "relaunch done: ", size, " ranks at step ", step, ", pause ", pause, " s");
+    if (!relaunch_failed.empty()) {
+      Log(LogLevel::kWarning, kComponent, "relaunch undone: the world goes on as before it, ", size, " ranks at step ",
+          step, ", pause ", pause, " s");
+    } else {
+      Log(LogLevel::kInfo, kComponent, "relaunch done: ", size, " ranks at step ", step, ", pause ", pause, " s");
+    }
     if (relaunch_command > 0) {
       // elasticd's relaunch is done now: the world is up over its new nodes with the state (the
       // world before it did not acknowledge it, so that elasticd lets no node go before its ranks
@@ -284,7 +316,10 @@ Status Session::Impl::RestoreBuffers() {
       done.id = relaunch_command;
       done.action = "relaunch";
       seen_commands.insert(relaunch_command);
-      SendAck(done, true, "");
+      // Undone (the world before it started again): failed, and elasticd ends the groups it named.
+      SendAck(done, relaunch_failed.empty(),
+              relaunch_failed.empty() ? "" : "relaunch failed (" + relaunch_failed + "); the world goes on as before, " +
+                                                 std::to_string(size) + " ranks");
       last = RescaleInfo{};  // no change of this world's: a later stop is not a relaunch's
     }
   }

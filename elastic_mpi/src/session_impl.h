@@ -203,6 +203,10 @@ struct Session::Impl {
   nlohmann::json relaunch_left_nodes = nlohmann::json::array();  // rank 0: taken away, for the record
   double relaunch_stopped_at = 0;  // rank 0: when the world before it stopped (wall clock, s)
   std::int64_t relaunch_command = 0;  // rank 0: elasticd's relaunch command, acknowledged by this world
+  std::string relaunch_failed;        // rank 0: the record's "failed": this world is the one before it, again
+  // Rank 0: this world as a relaunch record names one ("from_world"), given the next world's; null
+  // when it cannot say (relaunch.cpp).
+  nlohmann::json WorldAsRecord(const nlohmann::json& next) const;
 };
 
 }  // namespace elastic::mpi

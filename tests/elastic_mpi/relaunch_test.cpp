@@ -157,6 +157,67 @@ TEST_F(RelauncherTest, OtherNodesRestartTheRendezvousOverThemOrAreRefused) {
   EXPECT_EQ(started_.size(), 2u);
 }
 
+TEST_F(RelauncherTest, AWorldThatEndedBeforeTakingTheStateFallsBackOnceToTheWorldBeforeIt) {
+  const std::string state = dir_ + "/state";
+  std::ofstream(state) << "ELCKPT01 the state";
+  {
+    json j{{"world", json::parse(R"([{"node": "n1", "ranks": 3}])")}, {"state", state}, {"ranks", 3},
+           {"from_ranks", 2}, {"command", 7}, {"from_world", json::parse(R"([{"node": "n1", "ranks": 2}])")}};
+    std::ofstream(dir_ + "/" + elastic::mpi::kRelaunchRecord) << j.dump() << "\n";
+  }
+  auto r = Make();
+  elastic::mpi::stack::GroupLaunch group;
+  ASSERT_TRUE(r.Next(&group).ok());
+  EXPECT_EQ(group.ranks, 3);
+  // The new world ended before its rank 0 took the state: the one before it, as it was.
+  ASSERT_TRUE(r.FallBack("it ended with status 1 before it took the state"));
+  ASSERT_TRUE(r.Asked());
+  EXPECT_TRUE(r.Continues(1));
+  json j = json::parse(std::ifstream(dir_ + "/" + elastic::mpi::kRelaunchRecord));
+  EXPECT_EQ(j["world"], json::parse(R"([{"node": "n1", "ranks": 2}])"));
+  EXPECT_EQ(j["ranks"], 2);
+  EXPECT_EQ(j["command"], 7);
+  EXPECT_EQ(j["state"], state);
+  EXPECT_FALSE(j.contains("from_world"));
+  EXPECT_NE(j.value("failed", "").find("[{\"node\":\"n1\",\"ranks\":3}]: it ended with status 1"), std::string::npos)
+      << j.dump();
+  auto here = r.Next(&group);
+  ASSERT_TRUE(here.ok()) << here.status().message();
+  EXPECT_EQ(here.value(), 2);
+  EXPECT_EQ(group.ranks, 2);
+  // Once: if that world also ends before it takes the state, the state is the checkpoint.
+  EXPECT_FALSE(r.FallBack("again"));
+  EXPECT_FALSE(r.Asked());
+  EXPECT_TRUE(r.Finish(dir_ + "/checkpoint/checkpoint.bin"));
+  EXPECT_TRUE(std::filesystem::exists(dir_ + "/checkpoint/checkpoint.bin"));
+}
+
+TEST_F(RelauncherTest, NoFallBackOnceTheStateWasTakenOrWithoutTheWorldBefore) {
+  const std::string state = dir_ + "/state";
+  auto r = Make();
+  elastic::mpi::stack::GroupLaunch group;
+  // The state taken (the new world's rank 0 removes it): that world ran; its failure is its own.
+  std::ofstream(state) << "ELCKPT01";
+  {
+    json j{{"world", json::parse(R"([{"node": "n1", "ranks": 3}])")}, {"state", state},
+           {"from_world", json::parse(R"([{"node": "n1", "ranks": 2}])")}};
+    std::ofstream(dir_ + "/" + elastic::mpi::kRelaunchRecord) << j.dump() << "\n";
+  }
+  ASSERT_TRUE(r.Next(&group).ok());
+  std::filesystem::remove(state);
+  EXPECT_FALSE(r.FallBack("it ended with status 1"));
+  EXPECT_FALSE(r.Asked());
+  // A record without the world before it (nodes taken away: they are gone).
+  std::ofstream(state) << "ELCKPT01";
+  WriteRecord(R"([{"node": "n1", "ranks": 2}])", state);
+  ASSERT_TRUE(r.Next(&group).ok());
+  EXPECT_FALSE(r.FallBack("it ended with status 1"));
+  EXPECT_FALSE(r.Continues(1));
+  // A world that wrote a record of its own is relaunched by it, not undone.
+  WriteRecord(R"([{"node": "n1", "ranks": 1}])", state);
+  EXPECT_FALSE(r.FallBack("it ended with status 0"));
+}
+
 TEST_F(RelauncherTest, TheWorldMustNameThisNodeOnce) {
   auto r = Make();
   WriteRecord(R"([{"node": "n1", "ranks": 2}, {"node": "n2", "ranks": 2}])");

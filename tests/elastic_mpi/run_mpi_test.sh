@@ -425,6 +425,57 @@ relaunch)
   "$bin/elastic-train-logreg" --compare "$work/ref/model" "$work/el/model" --tolerance $TOLERANCE \
     || fail "model differs from the reference"
   ;;
+fallback)
+  # A relaunch onto a node whose daemon cannot start (its agent fails, as a Slurm step refused
+  # while slurmctld restarts does): Open MPI 5's DVM ends the new world before it took the state,
+  # and elastic-launch starts the world before it again, as it was, from that state; it says the
+  # relaunch failed and trains on. Open MPI 4 refuses a relaunch over other nodes before the
+  # world stops. Either way the world trains to the end at 2 ranks, every sample taken exactly
+  # once, and the model matches a 2-rank run's.
+  mpiexec=$1 bin=$2 stack=$3
+  node=$(hostname)
+  mkdir -p "$work/ref" "$work/el" "$work/commands"
+  timeout -k 10 90 "$mpiexec" --oversubscribe -np 2 "$bin/elastic-train-logreg" \
+    --samples $SAMPLES --epochs $EPOCHS --model-out "$work/ref/model" 2>"$work/ref.log" \
+    || { cat "$work/ref.log"; fail "reference run failed"; }
+  steps=$(grep -o "done: [0-9]* steps" "$work/ref.log" | grep -o "[0-9]*")
+  export ELASTIC_JOB_ID=fallback$$ ELASTIC_POLL_INTERVAL_S=0.1 ELASTIC_COMMAND_DIR="$work/commands"
+  timeout -k 10 150 "$bin/elastic-launch" -n 2 --oversubscribe --run-dir "$work/run" -- \
+    "$bin/elastic-train-logreg" --sleep-ms 60 --samples $SAMPLES --epochs $EPOCHS --model-out "$work/el/model" \
+    --ids-dir "$work/el" >"$work/out.log" 2>&1 &
+  launcher=$!; pids+=($launcher)
+  for _ in $(seq 100); do [[ -s $work/run/rendezvous.uri ]] && break; sleep 0.1; done
+  sleep 1.5
+  echo '{"action": "relaunch", "world": [{"node": "'"$node"'", "ranks": 2},
+    {"node": "unreachable-node", "ranks": 2, "agent": ["/bin/false"]}]}' >"$work/commands/r.tmp"
+  mv "$work/commands/r.tmp" "$work/commands/r.json"
+  wait $launcher; rc=$?
+  pids=()
+  cat "$work/out.log"
+  [[ $rc == 0 ]] || fail "launcher exited with $rc"
+  if [[ $stack == prte-dvm ]]; then
+    at=$(grep -o "relaunch at step [0-9]*: 2 -> 4 ranks" "$work/out.log" | grep -o "step [0-9]*" | grep -o "[0-9]*")
+    [[ -n $at ]] || fail "the world did not stop for the relaunch to 4 ranks"
+    grep -q "elastic-launch: relaunch over .*unreachable-node.* FAILED (.*); its state was not taken: the world before it is started again as it was, 2 ranks" \
+      "$work/out.log" || fail "the launcher did not start the world before the failed relaunch again"
+    grep -q "relaunch undone: the world goes on as before it, 2 ranks at step $at," "$work/out.log" \
+      || fail "the world before the relaunch did not go on from step $at"
+    (( $(grep -c "relaunched world of" "$work/out.log") == 0 )) || fail "a relaunched world of another size started"
+  else
+    grep -q "relaunch refused: this runtime (rendezvous ompi-server) relaunches a world on the launcher's node only" \
+      "$work/out.log" || fail "Open MPI 4's runtime did not refuse a relaunch over another node"
+    [[ -e $work/run/relaunch.json || -e $work/run/relaunched.json ]] && fail "a relaunch record was written"
+  fi
+  grep -q "done: $steps steps, world 2," "$work/out.log" || fail "did not train to the end at 2 ranks in $steps steps"
+  [[ -e $work/run/checkpoint/checkpoint.bin ]] && fail "the relaunch's state was made the job's checkpoint"
+  leftover=$(ls /dev/shm | grep -c "^elastic-relaunch\.fallback$$\.")
+  [[ $leftover == 0 ]] || fail "$leftover relaunch state file(s) left in /dev/shm"
+  "$bin/elastic-train-logreg" --verify-ids "$work/el" --samples $SAMPLES --epochs $EPOCHS \
+    || fail "samples not processed exactly once"
+  "$bin/elastic-train-logreg" --compare "$work/ref/model" "$work/el/model" --tolerance $TOLERANCE \
+    || fail "model differs from the reference"
+  echo "fallback ($stack): the world went on at 2 ranks after a relaunch onto an unreachable node"
+  ;;
 anyleave)
   # Two separately launched groups of RANKS ranks join (group 1, then group 2), as two extension jobs
   # would; then group FIRST leaves (1: the older one, from the middle of the world; 2: the latest)

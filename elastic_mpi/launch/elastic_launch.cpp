@@ -39,6 +39,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <string>
 #include <thread>
@@ -107,7 +108,8 @@ void Usage(std::FILE* out = stderr) {
                "                       TMPDIR, HOME, ...)\n"
                "  --mpirun PATH        mpirun to use for several ranks (default: mpirun)\n"
                "  --rendezvous-server PATH  the rendezvous server to start (default: %s; also --ompi-server)\n"
-               "  --wait S             seconds to wait for the rendezvous URI (default 60)\n"
+               "  --wait S             seconds to wait for the rendezvous URI, and for a world started again\n"
+               "                       by a relaunch to take its state (default 60)\n"
                "  --topology           print this node's topology (cores, NUMA nodes, GPUs) as JSON and exit\n\n"
                "Exit status: the ranks' own; 2 usage, 69 no rendezvous, 71 the ranks could not be started.\n",
                elastic::mpi::stack::RendezvousKind(), elastic::mpi::stack::DefaultServerProgram());
@@ -145,13 +147,22 @@ void ForwardPending(const std::string& group_dir) {
 }
 
 // Waits for the ranks' launch, forwarding the signals noted by Forward to the ranks by pid.
-int WaitForwardingByPid(pid_t pid, const std::string& group_dir) {
+// Where overdue() says so, the launch is stopped: its process group SIGTERM, SIGKILL 5 s later.
+int WaitForwardingByPid(pid_t pid, const std::string& group_dir, const std::function<bool()>& overdue = {}) {
   int status = 0;
+  std::chrono::steady_clock::time_point stopping{};
   for (;;) {
-    ForwardPending(group_dir);
+    if (!group_dir.empty()) ForwardPending(group_dir);
     const pid_t r = waitpid(pid, &status, WNOHANG);
     if (r == pid) break;
     if (r == -1 && errno != EINTR) return kExitLaunch;
+    if (overdue && stopping == std::chrono::steady_clock::time_point{} && overdue()) {
+      stopping = std::chrono::steady_clock::now();
+      kill(-pid, SIGTERM);
+    } else if (stopping != std::chrono::steady_clock::time_point{} &&
+               std::chrono::steady_clock::now() - stopping > std::chrono::seconds(5)) {
+      kill(-pid, SIGKILL);
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   if (WIFEXITED(status)) return WEXITSTATUS(status);
@@ -614,7 +625,7 @@ int main(int argc, char** argv) {
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
   // One world's ranks on this launcher's behalf: started, waited for, their files removed.
-  auto run_group = [&](std::vector<std::string> env) {
+  auto run_group = [&](std::vector<std::string> env, const std::function<bool()>& overdue = {}) {
     const std::vector<std::string> cmd = elastic::mpi::stack::GroupCommand(group, &env);
     if (by_pid && (!MakePrivateDir(o.run_dir) || !elastic::launch::WriteGroupDir(group_dir, env))) {
       std::fprintf(stderr, "elastic-launch: cannot write the group's directory %s: %s\n", group_dir.c_str(),
@@ -629,7 +640,7 @@ int main(int argc, char** argv) {
       return static_cast<int>(kExitLaunch);
     }
     g_child_group = ranks;
-    const int status = by_pid ? WaitForwardingByPid(ranks, group_dir) : WaitStatus(ranks);
+    const int status = by_pid || overdue ? WaitForwardingByPid(ranks, by_pid ? group_dir : "", overdue) : WaitStatus(ranks);
     g_child_group = 0;
     if (by_pid) elastic::launch::RemoveGroupDir(group_dir);
     elastic::mpi::stack::RemoveLaunchFiles(cmd);
@@ -669,11 +680,24 @@ int main(int argc, char** argv) {
         RegisterLauncher(o, config, registered_uri);
       }
       group.rank_shim[2] = "-";  // no torchrun RANK: the world spans what the record says
-      rc = run_group(ranks_env(world.value(), relauncher.record()));
-      // Ended before it took the state (a daemon on a new node that could not start): the world
-      // before it again, which tells elasticd the relaunch failed (relauncher.h).
-      if (rc != 0 && !g_terminating &&
-          relauncher.FallBack("it ended with status " + std::to_string(rc) + " before it took the state")) {
+      // A world that has not taken its state within --wait (a daemon's Slurm step that hangs) is
+      // stopped; one that ended before it took it (a daemon on a new node that could not start)
+      // is undone: the world before it again, which tells elasticd the relaunch failed.
+      const auto started = std::chrono::steady_clock::now();
+      bool overdue = false;
+      rc = run_group(ranks_env(world.value(), relauncher.record()), [&] {
+        overdue = std::chrono::steady_clock::now() - started > std::chrono::duration<double>(o.wait_s) &&
+                  relauncher.StateUntaken();
+        if (overdue) {
+          std::fprintf(stderr, "elastic-launch: the relaunched world has not taken its state after %g s "
+                       "(--wait): it is stopped\n", o.wait_s);
+        }
+        return overdue;
+      });
+      char why[96];
+      if (overdue) std::snprintf(why, sizeof why, "it had not taken the state after %g s", o.wait_s);
+      else std::snprintf(why, sizeof why, "it ended with status %d before it took the state", rc);
+      if (rc != 0 && !g_terminating && relauncher.FallBack(why)) {
         continue;
       }
     }

@@ -87,6 +87,10 @@ int Relauncher::AfterNodesTaken(int rc) const {
 
 void Relauncher::ClearSignalled() const { ClearMarks(s_.run_dir); }
 
+bool Relauncher::StateUntaken() const {
+  return !states_.empty() && access(states_.back().c_str(), F_OK) == 0;
+}
+
 bool Relauncher::FallBack(const std::string& why) {
   if (Asked()) return false;  // the world wrote a record of its own
   auto j = ReadRecord(record());

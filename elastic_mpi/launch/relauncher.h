@@ -58,6 +58,8 @@ class Relauncher {
   // cannot start (its Slurm step refused) ends a relaunch so; the job then trains on instead of
   // being restarted from a checkpoint.
   bool FallBack(const std::string& why);
+  // Whether the world Next() made ready has not taken its state yet (the file is still there).
+  bool StateUntaken() const;
   // Takes the record and makes ready the next world: the rendezvous again where needed, and
   // *group's ranks (all of them) and hosts. Returns the ranks on this node. kInvalidArgument (a
   // bad record, or a world this MPI cannot relaunch), kUnavailable (the rendezvous did not start).

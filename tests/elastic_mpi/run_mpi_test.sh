@@ -426,55 +426,80 @@ relaunch)
     || fail "model differs from the reference"
   ;;
 fallback)
-  # A relaunch onto a node whose daemon cannot start (its agent fails, as a Slurm step refused
-  # while slurmctld restarts does): Open MPI 5's DVM ends the new world before it took the state,
-  # and elastic-launch starts the world before it again, as it was, from that state; it says the
-  # relaunch failed and trains on. Open MPI 4 refuses a relaunch over other nodes before the
-  # world stops. Either way the world trains to the end at 2 ranks, every sample taken exactly
-  # once, and the model matches a 2-rank run's.
+  # Relaunches onto a node whose daemon cannot start: its agent fails at once (as a Slurm step
+  # refused while slurmctld restarts), then one whose agent hangs (a step that never starts).
+  # Open MPI 5's DVM ends the first new world before it took the state; the launcher stops the
+  # second once it has not taken the state within --wait. Either way elastic-launch starts the
+  # world before it again, as it was, from that state; it says the relaunch failed and trains on.
+  # Open MPI 4 refuses a relaunch over other nodes before the world stops. The world trains to
+  # the end at 2 ranks, every sample taken exactly once, and the model matches a 2-rank run's.
   mpiexec=$1 bin=$2 stack=$3
   node=$(hostname)
   mkdir -p "$work/ref" "$work/el" "$work/commands"
+  epochs=$((EPOCHS * 3))
   timeout -k 10 90 "$mpiexec" --oversubscribe -np 2 "$bin/elastic-train-logreg" \
-    --samples $SAMPLES --epochs $EPOCHS --model-out "$work/ref/model" 2>"$work/ref.log" \
+    --samples $SAMPLES --epochs $epochs --model-out "$work/ref/model" 2>"$work/ref.log" \
     || { cat "$work/ref.log"; fail "reference run failed"; }
   steps=$(grep -o "done: [0-9]* steps" "$work/ref.log" | grep -o "[0-9]*")
   export ELASTIC_JOB_ID=fallback$$ ELASTIC_POLL_INTERVAL_S=0.1 ELASTIC_COMMAND_DIR="$work/commands"
-  timeout -k 10 150 "$bin/elastic-launch" -n 2 --oversubscribe --run-dir "$work/run" -- \
-    "$bin/elastic-train-logreg" --sleep-ms 60 --samples $SAMPLES --epochs $EPOCHS --model-out "$work/el/model" \
+  timeout -k 10 170 "$bin/elastic-launch" -n 2 --oversubscribe --wait 6 --run-dir "$work/run" -- \
+    "$bin/elastic-train-logreg" --sleep-ms 80 --samples $SAMPLES --epochs $epochs --model-out "$work/el/model" \
     --ids-dir "$work/el" >"$work/out.log" 2>&1 &
   launcher=$!; pids+=($launcher)
   for _ in $(seq 100); do [[ -s $work/run/rendezvous.uri ]] && break; sleep 0.1; done
   sleep 1.5
-  echo '{"action": "relaunch", "world": [{"node": "'"$node"'", "ranks": 2},
-    {"node": "unreachable-node", "ranks": 2, "agent": ["/bin/false"]}]}' >"$work/commands/r.tmp"
-  mv "$work/commands/r.tmp" "$work/commands/r.json"
+  if [[ $stack == prte-dvm ]]; then outcome="relaunch undone: the world goes on as before it, 2 ranks"
+  else outcome="relaunch refused: this runtime (rendezvous ompi-server) relaunches a world on the launcher's node only"; fi
+  relaunch_onto() {  # relaunch_onto N AGENT-JSON: the command, then the Nth outcome within 40 s
+    local n=$1 agent=$2
+    echo '{"action": "relaunch", "world": [{"node": "'"$node"'", "ranks": 2},
+      {"node": "unreachable-node", "ranks": 2, "agent": '"$agent"'}]}' >"$work/commands/r$n.tmp"
+    mv "$work/commands/r$n.tmp" "$work/commands/r$n.json"
+    for _ in $(seq 400); do
+      (( $(grep -c "$outcome" "$work/out.log") >= n )) && return 0
+      kill -0 $launcher 2>/dev/null || break
+      sleep 0.1
+    done
+    cat "$work/out.log"; fail "relaunch $n: no \"$outcome\" within 40 s"
+  }
+  relaunch_onto 1 '["/bin/false"]'
+  # The hanging agent writes its pid, so that the test ends it (the DVM leaves it behind; under
+  # Slurm it ends with the extension job elasticd cancels on the failed acknowledgement).
+  relaunch_onto 2 '["sh", "-c", "echo $$ > '"$work"'/agent.pid; exec sleep 600", "hang"]'
   wait $launcher; rc=$?
   pids=()
+  [[ -s $work/agent.pid ]] && kill "$(cat "$work/agent.pid")" 2>/dev/null
   cat "$work/out.log"
   [[ $rc == 0 ]] || fail "launcher exited with $rc"
   if [[ $stack == prte-dvm ]]; then
-    at=$(grep -o "relaunch at step [0-9]*: 2 -> 4 ranks" "$work/out.log" | grep -o "step [0-9]*" | grep -o "[0-9]*")
-    [[ -n $at ]] || fail "the world did not stop for the relaunch to 4 ranks"
-    grep -q "elastic-launch: relaunch over .*unreachable-node.* FAILED (.*); its state was not taken: the world before it is started again as it was, 2 ranks" \
-      "$work/out.log" || fail "the launcher did not start the world before the failed relaunch again"
-    grep -q "relaunch undone: the world goes on as before it, 2 ranks at step $at," "$work/out.log" \
-      || fail "the world before the relaunch did not go on from step $at"
+    mapfile -t at < <(grep -o "relaunch at step [0-9]*: 2 -> 4 ranks" "$work/out.log" | grep -o "step [0-9]*" | grep -o "[0-9]*")
+    mapfile -t from < <(grep -o "relaunch undone: the world goes on as before it, 2 ranks at step [0-9]*" "$work/out.log" | grep -o "[0-9]*$")
+    [[ ${#at[@]} == 2 && ${#from[@]} == 2 ]] || fail "expected 2 relaunches undone, got ${#at[@]} stops and ${#from[@]} undone"
+    for i in 0 1; do
+      [[ ${at[$i]} == "${from[$i]}" ]] || fail "relaunch $((i + 1)): the world stopped at step ${at[$i]}, went on at ${from[$i]}"
+    done
+    grep -q "FAILED (it ended with status [0-9]* before it took the state); its state was not taken: the world before it is started again as it was, 2 ranks" \
+      "$work/out.log" || fail "the launcher did not undo the relaunch whose daemon failed"
+    grep -q "the relaunched world has not taken its state after 6 s (--wait): it is stopped" "$work/out.log" \
+      || fail "the launcher did not stop the relaunched world that hung"
+    grep -q "FAILED (it had not taken the state after 6 s); its state was not taken" "$work/out.log" \
+      || fail "the launcher did not undo the relaunch that hung"
     (( $(grep -c "relaunched world of" "$work/out.log") == 0 )) || fail "a relaunched world of another size started"
+    pauses=$(grep -o "relaunch undone: .*, pause [0-9.e+-]*" "$work/out.log" | awk '{print $NF}' | paste -sd,)
+    echo "{\"bench\": \"relaunch_fallback\", \"cases\": [\"agent fails\", \"agent hangs, --wait 6\"], \"pause_s\": [$pauses]}"
   else
-    grep -q "relaunch refused: this runtime (rendezvous ompi-server) relaunches a world on the launcher's node only" \
-      "$work/out.log" || fail "Open MPI 4's runtime did not refuse a relaunch over another node"
+    (( $(grep -c "$outcome" "$work/out.log") == 2 )) || fail "Open MPI 4's runtime did not refuse both relaunches"
     [[ -e $work/run/relaunch.json || -e $work/run/relaunched.json ]] && fail "a relaunch record was written"
   fi
   grep -q "done: $steps steps, world 2," "$work/out.log" || fail "did not train to the end at 2 ranks in $steps steps"
   [[ -e $work/run/checkpoint/checkpoint.bin ]] && fail "the relaunch's state was made the job's checkpoint"
   leftover=$(ls /dev/shm | grep -c "^elastic-relaunch\.fallback$$\.")
   [[ $leftover == 0 ]] || fail "$leftover relaunch state file(s) left in /dev/shm"
-  "$bin/elastic-train-logreg" --verify-ids "$work/el" --samples $SAMPLES --epochs $EPOCHS \
+  "$bin/elastic-train-logreg" --verify-ids "$work/el" --samples $SAMPLES --epochs $epochs \
     || fail "samples not processed exactly once"
   "$bin/elastic-train-logreg" --compare "$work/ref/model" "$work/el/model" --tolerance $TOLERANCE \
     || fail "model differs from the reference"
-  echo "fallback ($stack): the world went on at 2 ranks after a relaunch onto an unreachable node"
+  echo "fallback ($stack): the world went on at 2 ranks after relaunches onto a node whose agent failed or hung"
   ;;
 anyleave)
   # Two separately launched groups of RANKS ranks join (group 1, then group 2), as two extension jobs

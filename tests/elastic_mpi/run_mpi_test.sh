@@ -42,6 +42,19 @@ fail() {
   exit 1
 }
 
+# After a job of relaunches (JOB: its ELASTIC_JOB_ID) trained EPOCHS with --ids-dir $work/el and
+# --model-out $work/el/model: no state file left in /dev/shm, every sample taken exactly once,
+# and the model equal to the reference run's ($work/ref/model). Needs $bin.
+relaunched_run_checks() {
+  local job=$1 epochs=$2 leftover
+  leftover=$(ls /dev/shm | grep -c "^elastic-relaunch\.$job\.")
+  [[ $leftover == 0 ]] || fail "$leftover relaunch state file(s) left in /dev/shm"
+  "$bin/elastic-train-logreg" --verify-ids "$work/el" --samples $SAMPLES --epochs "$epochs" \
+    || fail "samples not processed exactly once"
+  "$bin/elastic-train-logreg" --compare "$work/ref/model" "$work/el/model" --tolerance $TOLERANCE \
+    || fail "model differs from the reference"
+}
+
 # The tolerance of the model comparison (docs/runtime.md explains it): relative max difference.
 TOLERANCE=1e-9
 SAMPLES=4096 EPOCHS=3
@@ -418,12 +431,7 @@ relaunch)
   pauses=$(grep -o "relaunch done: [0-9]* ranks at step [0-9]*, pause [0-9.e+-]*" "$work/out.log" | awk '{print $NF}' | paste -sd,)
   [[ $pauses == *,* ]] || fail "no relaunch pause logged for both relaunches ($pauses)"
   echo "{\"bench\": \"relaunch_one_node\", \"sizes\": [2, 3, 2], \"pause_s\": [$pauses]}"
-  leftover=$(ls /dev/shm | grep -c "^elastic-relaunch\.relaunch$$\.") 
-  [[ $leftover == 0 ]] || fail "$leftover relaunch state file(s) left in /dev/shm"
-  "$bin/elastic-train-logreg" --verify-ids "$work/el" --samples $SAMPLES --epochs $EPOCHS \
-    || fail "samples not processed exactly once"
-  "$bin/elastic-train-logreg" --compare "$work/ref/model" "$work/el/model" --tolerance $TOLERANCE \
-    || fail "model differs from the reference"
+  relaunched_run_checks relaunch$$ $EPOCHS
   ;;
 fallback)
   # Relaunches onto a node whose daemon cannot start: its agent fails at once (as a Slurm step
@@ -493,12 +501,7 @@ fallback)
   fi
   grep -q "done: $steps steps, world 2," "$work/out.log" || fail "did not train to the end at 2 ranks in $steps steps"
   [[ -e $work/run/checkpoint/checkpoint.bin ]] && fail "the relaunch's state was made the job's checkpoint"
-  leftover=$(ls /dev/shm | grep -c "^elastic-relaunch\.fallback$$\.")
-  [[ $leftover == 0 ]] || fail "$leftover relaunch state file(s) left in /dev/shm"
-  "$bin/elastic-train-logreg" --verify-ids "$work/el" --samples $SAMPLES --epochs $epochs \
-    || fail "samples not processed exactly once"
-  "$bin/elastic-train-logreg" --compare "$work/ref/model" "$work/el/model" --tolerance $TOLERANCE \
-    || fail "model differs from the reference"
+  relaunched_run_checks fallback$$ $epochs
   echo "fallback ($stack): the world went on at 2 ranks after relaunches onto a node whose agent failed or hung"
   ;;
 anyleave)

@@ -3,6 +3,7 @@ and waiting for conditions."""
 
 import json
 import os
+import re
 import subprocess
 import time
 
@@ -12,6 +13,9 @@ from elasticd_fixture import Elasticd
 CTL = os.path.join(CLUSTER_DIR, "bin", "elasticctl")
 LAUNCH = os.path.join(CLUSTER_DIR, "bin", "elastic-launch")
 TRAINER = os.path.join(CLUSTER_DIR, "bin", "elastic-train-logreg")
+# Slurm starts a requeued job once the credentials of its last run expired: AuthInfo cred_expire
+# in scripts/cluster's slurm.conf (Slurm's default 120 s).
+CRED_EXPIRE_S = 30
 
 
 def trainer_script(gpus, max_gpus, gpu_type="a100", samples=4000, epochs=40, batch=64, compute_us=400,
@@ -30,6 +34,13 @@ srun --ntasks-per-node=1 {LAUNCH} --oversubscribe -- {wrapper}{TRAINER} --sample
      --batch {batch} --compute-us-per-sample {compute_us} {trainer_args}
 exit $?
 """
+
+
+def restarts(job):
+    """How often Slurm started the job again (scontrol's Restarts=; -1 once it is gone)."""
+    out = run(["scontrol", "-o", "show", "job", str(job)], check=False).stdout
+    m = re.search(r"\bRestarts=(\d+)", out)
+    return int(m.group(1)) if m else -1
 
 
 def by_relaunch():

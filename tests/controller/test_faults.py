@@ -26,10 +26,10 @@ import unittest
 
 from clustertest import (CLUSTER_SCRIPT, CLUSTER_DIR, PORT_BASE, TERMINAL_STATES, read, run, job_state,
                          wait_job)
-from e2e import ElasticdTestCase, by_relaunch, extension_jobs, gpus_of, status, submit_trainer, wait_until
+from e2e import (CRED_EXPIRE_S, ElasticdTestCase, by_relaunch, extension_jobs, gpus_of, restarts, status, submit_trainer,
+                 wait_until)
 
 EPOCH = ElasticdTestCase.EPOCH
-CRED_EXPIRE_S = 30  # AuthInfo cred_expire in scripts/cluster's slurm.conf
 TRAINER_NAME = "elastic-train-logreg"
 # A DrainTest job (4 GPUs, grown to 6) back at 4: rank 0's line for the shrink in place (Open MPI
 # 4), or the relaunched world's own (Open MPI 5; the old world's last lines may be lost when its
@@ -73,11 +73,6 @@ def wait_settled(job, timeout, settle):
         time.sleep(0.25)
     raise AssertionError(f"job {job} did not end and stay ended within {timeout} s (state {state})")
 
-
-def restarts(job):
-    out = run(["scontrol", "-o", "show", "job", str(job)], check=False).stdout
-    m = re.search(r"\bRestarts=(\d+)", out)
-    return int(m.group(1)) if m else -1
 
 
 class FaultTest(ElasticdTestCase):

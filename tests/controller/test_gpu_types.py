@@ -16,15 +16,10 @@ import time
 import unittest
 
 from clustertest import job_state, job_workdir, read, run, sbatch, wait_job
-from e2e import CTL, ElasticdTestCase, status, submit_trainer, trainer_script, wait_until
+from e2e import CTL, ElasticdTestCase, restarts, status, submit_trainer, trainer_script, wait_until
 
 SAMPLES, EPOCHS, BATCH = 4000, 50, 64
 
-
-def restarts(job):
-    out = run(["scontrol", "-o", "show", "job", str(job)], check=False).stdout
-    m = re.search(r"\bRestarts=(\d+)", out)
-    return int(m.group(1)) if m else -1
 
 
 def moves():

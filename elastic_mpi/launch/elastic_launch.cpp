@@ -146,9 +146,10 @@ void ForwardPending(const std::string& group_dir) {
   }
 }
 
-// Waits for the ranks' launch, forwarding the signals noted by Forward to the ranks by pid.
-// Where overdue() says so, the launch is stopped: its process group SIGTERM, SIGKILL 5 s later.
-int WaitForwardingByPid(pid_t pid, const std::string& group_dir, const std::function<bool()>& overdue = {}) {
+// Waits for the ranks' launch by polling, forwarding the signals noted by Forward to the ranks by
+// pid when group_dir is given. Where overdue() says so, the launch is stopped: its process group
+// SIGTERM, SIGKILL 5 s later.
+int WaitPolling(pid_t pid, const std::string& group_dir, const std::function<bool()>& overdue = {}) {
   int status = 0;
   std::chrono::steady_clock::time_point stopping{};
   for (;;) {
@@ -640,7 +641,7 @@ int main(int argc, char** argv) {
       return static_cast<int>(kExitLaunch);
     }
     g_child_group = ranks;
-    const int status = by_pid || overdue ? WaitForwardingByPid(ranks, by_pid ? group_dir : "", overdue) : WaitStatus(ranks);
+    const int status = by_pid || overdue ? WaitPolling(ranks, by_pid ? group_dir : "", overdue) : WaitStatus(ranks);
     g_child_group = 0;
     if (by_pid) elastic::launch::RemoveGroupDir(group_dir);
     elastic::mpi::stack::RemoveLaunchFiles(cmd);

@@ -37,6 +37,10 @@ class PyTorchElasticSlurmTest(ElasticdTestCase):
         job, _ = sbatch([f"--export=ALL,{env}", "-o", "job-%j.out"], script=text, workdir=wd)
         self.jobs.append(job)
         wait_until(lambda: status().get(job, {}).get("launcher_ready"), 90, "the job to register its launcher")
+        # elasticd grows a job once it has measured it: the first step comes after Python imported
+        # torch, which took more than 16 s on a loaded machine (CI's Debian 13 check beside the
+        # suite). The growth is then due within two epochs.
+        wait_until(lambda: status().get(job, {}).get("metrics_received", 0) > 0, 90, "the job's first step")
         wait_until(lambda: extension_jobs(job), 2 * EPOCH + 10, "an extension job")
         wait_until(lambda: gpus_of(job) == 6, 150, "the job at 6 GPUs")
         state = wait_job(job, timeout=600)

@@ -1,7 +1,8 @@
 #!/bin/sh
 # The sweep behind elastic-sim's --weights remaining defaults (docs/results.md): dp-srpt on the
 # study's workloads (1.0x and 2.0x load, both mechanisms) for each srpt exponent and rescale
-# payback (0: Pollux's age-based penalty). Prints a markdown table of average JCT per setting.
+# payback (0: Pollux's age-based penalty alone; otherwise the remaining-time penalty on top of it).
+# Prints a markdown table of average JCT per setting.
 #   simulator/sweep_srpt.sh [BUILD_DIR] > sweep.md
 set -eu
 here=$(cd "$(dirname "$0")/.." && pwd)

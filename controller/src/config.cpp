@@ -148,7 +148,7 @@ std::vector<config::KeySpec> Table(ControllerConfig& c) {
        }},
       {"scheduler.rescale_payback",
        "for jobs that report their total samples, a rescale must shorten the remaining run by this many times "
-       "rescale_cost, 0-100 (default 0: the age-based penalty)",
+       "rescale_cost, on top of the age-based penalty, 0-100 (default 0: the age-based penalty alone)",
        [&](std::string_view v) {
          return Apply(config::ParseInt(v, 0, 100, "scheduler.rescale_payback"),
                       [&](int64_t n) { c.rescale_payback = static_cast<double>(n); });

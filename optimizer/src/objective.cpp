@@ -22,21 +22,22 @@ double PolluxPendingPenalty(const Cluster& cluster) {
   return 1000.0 / gpus_per_node;
 }
 
+double RescaleFactor(const Objective& objective, const Job& job, double utility, double cost_s) {
+  if (!(cost_s > 0.0)) return 1.0;
+  const double history = std::max(0.0, (job.age_s - job.rescales * cost_s) / (job.age_s + cost_s));
+  if (!(objective.rescale_payback > 0.0 && job.remaining_s > 0.0)) return history;
+  if (!(utility > 0.0)) return 0.0;
+  // rest / (rest + payback * cost) with rest = remaining_s / u, written so it cannot overflow.
+  return job.remaining_s / (job.remaining_s + objective.rescale_payback * cost_s * utility) * history;
+}
+
 double OptionValue(const Objective& objective, const Job& job, const Option& option) {
   double u = option.utility;
   if (objective.rescale_cost_s > 0.0 && job.current) {
     const Configuration& cur = *job.current;
     const bool same = cur.gpu_type == option.gpu_type && cur.gpus == option.gpus &&
                       (option.batch == 0 || cur.batch == option.batch);
-    if (!same) {
-      const double cost = objective.rescale_cost_s;
-      if (objective.rescale_payback > 0.0 && job.remaining_s > 0.0) {
-        // rest / (rest + payback * cost) with rest = remaining_s / u, written so it cannot overflow.
-        if (u > 0.0) u *= job.remaining_s / (job.remaining_s + objective.rescale_payback * cost * u);
-      } else {
-        u *= std::max(0.0, (job.age_s - job.rescales * cost) / (job.age_s + cost));
-      }
-    }
+    if (!same) u *= RescaleFactor(objective, job, u, objective.rescale_cost_s);
   }
   double weight = job.weight;
   if (objective.srpt_exponent != 0.0 && job.remaining_s > 0.0) {

@@ -74,11 +74,17 @@ double Rate(const HJob& j) {
   return j.speed * (denom > 0.0 ? (g.var + g.sqr) / denom : 1.0) / total;
 }
 
-// Sia's GPU counts on a type with `gpn` GPUs per node: 1, 2, 4, ... below a node, then whole nodes.
-std::vector<int> Counts(int gpn, int capacity, int max_gpus) {
+// The GPU counts a job may get on a type with `gpn` GPUs per node. Sia's configurations: 1, 2,
+// 4, ... below a node, then whole nodes (sia and the type-unaware baselines). The dp policy
+// (`any`): every count, as elasticd gives them (a job grows and shrinks by its GPU step).
+std::vector<int> Counts(int gpn, int capacity, int max_gpus, bool any) {
   std::vector<int> n;
-  for (int g = 1; g < gpn; g *= 2) n.push_back(g);
-  for (int g = gpn; g <= capacity; g += gpn) n.push_back(g);
+  if (any) {
+    for (int g = 1; g <= capacity; ++g) n.push_back(g);
+  } else {
+    for (int g = 1; g < gpn; g *= 2) n.push_back(g);
+    for (int g = gpn; g <= capacity; g += gpn) n.push_back(g);
+  }
   std::vector<int> out;
   for (int g : n) {
     if (g <= max_gpus) out.push_back(g);
@@ -204,7 +210,7 @@ void HeteroEngine::BuildOptions(HJob& j) {
     const opt::GoodputModel model(tp, {static_cast<double>(a.init_batch), g.sqr, g.var});
     const int gpn = cl.types[t].gpus_per_node;
     const int capacity = aware_ ? cl.types[t].capacity() : cl.TotalGpus();
-    for (int n : Counts(gpn, capacity, j.max_gpus)) {
+    for (int n : Counts(gpn, capacity, j.max_gpus, c_.policy == "dp")) {
       const opt::Placement pl{tname, (n + gpn - 1) / gpn, n};
       std::optional<opt::BatchChoice> bc = j.frozen ? model.Evaluate(job, pl, j.fixed_batch) : model.BestBatch(job, pl);
       if (!bc || !(bc->goodput > 0.0)) continue;
@@ -325,6 +331,8 @@ Status HeteroEngine::PlanOptimizer(double now, const std::vector<size_t>& active
     else snap.cluster.types.push_back({kPool, total, 1});
   }
   const bool srpt = c_.weights == JobWeights::kRemaining;
+  opt::Objective penalty;  // the rescale penalty's form: remaining-time (srpt) or Pollux's
+  if (srpt) penalty.rescale_payback = c_.rescale_payback;
   for (size_t k = 0; k < active.size(); ++k) {
     HJob& j = jobs_[active[k]];
     BuildOptions(j);
@@ -338,16 +346,12 @@ Status HeteroEngine::PlanOptimizer(double now, const std::vector<size_t>& active
     job.state = j.gpus > 0 ? opt::JobState::kRunning : opt::JobState::kPending;
     job.age_s = now - j.spec->arrival_s;
     job.rescales = j.res->rescales;
-    const double age = now - j.spec->arrival_s;
     for (const Opt& o : j.opts) {
       const std::string tname = aware_ ? cl.types[static_cast<size_t>(o.type)].name : kPool;
       double u = o.goodput / j.min_goodput;
       const bool same = j.gpus > 0 && o.gpus == j.gpus && (!aware_ || o.type == j.type);
-      // Each job's own restart cost: the optimizer's rescale penalty (its two forms) applied here.
-      if (j.gpus > 0 && !same) {
-        if (srpt) u *= job.remaining_s / (job.remaining_s + c_.rescale_payback * j.cost * u);
-        else u *= std::max(0.0, (age - j.res->rescales * j.cost) / (age + j.cost));
-      }
+      // Each job's own restart cost: the optimizer's rescale penalty applied here.
+      if (j.gpus > 0 && !same) u *= opt::RescaleFactor(penalty, job, u, j.cost);
       job.options.push_back({tname, o.gpus, o.batch, u});
     }
     if (j.gpus > 0) job.current = opt::Configuration{aware_ ? cl.types[static_cast<size_t>(j.type)].name : kPool, j.gpus, 0};

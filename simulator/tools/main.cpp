@@ -50,7 +50,7 @@ void AddCommonOptions(boost::program_options::options_description& desc, CommonO
        "with --weights remaining (ignored otherwise): exponent of 1 / remaining time (1: Smith's rule), |X| <= 2")
       ("rescale-payback", po::value(&c.rescale_payback)->default_value(c.rescale_payback),
        "with --weights remaining (ignored otherwise): a rescale must save this many times its cost over the job's "
-       "remaining run, 0-1000 (0: Pollux's age-based penalty)")
+       "remaining run, 0-1000, on top of Pollux's age-based penalty (0: that alone)")
       ("time-budget-ms", po::value(&c.time_budget_ms)->default_value(c.time_budget_ms), "solve time budget per epoch")
       ("max-gpus", po::value(&c.elastic_max_gpus)->default_value(0), "cap on an elastic job's GPUs (0: none)")
       ("seed", po::value(&c.seed)->default_value(c.seed), "seed (randomised policies, trace mapping)");

@@ -267,6 +267,17 @@ TEST(Objectives, RemainingTimePenaltyWeighsTheSavingAgainstTheCost) {
   s.jobs[0].age_s = 100.0;  // (100 - 2 x 30) / 130 x 4 < 3
   s.jobs[0].rescales = 2;
   EXPECT_EQ(MustSolve("dp", s, o).assignments[0].gpus, 4);
+  // With the remaining time known, that history holds the job as well: 10^6 s left would pay
+  // for the growth many times over (factor 0.9996), but it was rescaled twice in 100 s.
+  s.jobs[0].remaining_s = 1e6;
+  EXPECT_EQ(MustSolve("dp", s, o).assignments[0].gpus, 4);
+  const Option grown = s.jobs[0].options[2];
+  ASSERT_EQ(grown.gpus, 8);
+  EXPECT_NEAR(RescaleFactor(o.objective, s.jobs[0], grown.utility, 30.0),
+              1e6 / (1e6 + 3.0 * 30.0 * 4.0) * (40.0 / 130.0), 1e-12);
+  s.jobs[0].age_s = 1e6;
+  EXPECT_EQ(MustSolve("dp", s, o).assignments[0].gpus, 8);
+  EXPECT_DOUBLE_EQ(RescaleFactor(o.objective, s.jobs[0], grown.utility, 0.0), 1.0);
 }
 
 TEST(Policy, OptimusGivesTheNextGpuToTheLargestRemainingTimeReduction) {

@@ -31,10 +31,11 @@ struct Objective {
   // multiplied by max(0, (age - rescales * rescale_cost_s) / (age + rescale_cost_s)).
   // 0 disables the penalty.
   double rescale_cost_s = 0.0;
-  // Remaining-time penalty instead (when > 0, for jobs whose remaining_s is known): a change to
+  // Remaining-time penalty as well (when > 0, for jobs whose remaining_s is known): a change to
   // an option of utility u, which leaves the job rest = remaining_s / u seconds to run, has its
-  // utility multiplied by rest / (rest + rescale_payback * rescale_cost_s): the change must
-  // save rescale_payback times its cost over the job's remaining run. 0: Pollux's form above.
+  // utility multiplied by rest / (rest + rescale_payback * rescale_cost_s) on top of Pollux's
+  // factor: the change must save rescale_payback times its cost over the job's remaining run,
+  // and a job rescaled often for its age is held (the history factor). 0: Pollux's form alone.
   double rescale_payback = 0.0;
   // Remaining-time weights (for jobs whose remaining_s is known): the job's value is multiplied
   // by (3600 / remaining_s)^srpt_exponent, remaining_s clamped to [60 s, 10^7 s]. 1: Smith's rule (shortest remaining time
@@ -49,6 +50,12 @@ inline constexpr double kMinRemainingS = 60.0;
 inline constexpr double kMaxRemainingS = 1e7;
 inline constexpr double kMaxSrptExponent = 2.0;
 inline constexpr double kMaxRescalePayback = 1000.0;
+
+// What a change of configuration leaves of a job's utility `utility` when one costs `cost_s`
+// (the rescale penalty of Objective: Pollux's factor, times the remaining-time factor when
+// rescale_payback > 0 and the job's remaining_s is known); 1 when cost_s <= 0. OptionValue
+// applies it with rescale_cost_s; callers with a cost per job (the simulator) with theirs.
+double RescaleFactor(const Objective& objective, const Job& job, double utility, double cost_s);
 
 // What a job left without GPUs costs in Pollux's power mean, relative to a job at its base size:
 // Pollux floors a speedup at 1e-3 in units where one GPU of a node with G GPUs is worth 1/G, so

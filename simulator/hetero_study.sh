@@ -3,7 +3,10 @@
 # sia-default.txt, 64 GPUs of three types) on Sia's published workloads (philly 1-8, saturn 1-10,
 # taken in turn: philly 1, saturn 1, philly 2, ...), policies sia (solved exactly), dp (the dp
 # policy), dp-srpt (solved exactly), pollux and optimus (type-unaware). One JSON line per run,
-# with "trace", "index" and "variant" added; runs one at a time.
+# with "trace", "index" and "variant" added; runs one at a time. A variant ending in "-sf" runs
+# under the stop-free mechanism (e.g. dp-srpt-sf, sia-sf: resizes on a job's type are pauses of
+# --grow-cost / --shrink-cost, starts and moves to another type restarts); the others under
+# checkpoint-restart, Sia's.
 #   simulator/hetero_study.sh [BUILD_DIR] [TRACES] [VARIANTS] [INDICES] > hetero.jsonl
 #   e.g. simulator/hetero_study.sh build "philly" "sia pollux" "1 2"
 set -eu
@@ -20,10 +23,15 @@ for i in $indices; do
     [ -f "$w" ] || continue
     for v in $variants; do
       case $v in
+        *-sf) base=${v%-sf} mechanism="--rescale stop-free" ;;
+        *) base=$v mechanism="" ;;
+      esac
+      case $base in
         dp-srpt) args="--policy dp --weights remaining --solver exact" ;;
         dp-exact) args="--policy dp --solver exact" ;;
-        *) args="--policy $v" ;;
+        *) args="--policy $base" ;;
       esac
+      args="$args $mechanism"
       # shellcheck disable=SC2086
       "$build/bin/elastic-sim" -q --data-dir "$data" --cluster "$cluster" --workload "$w" $args --json |
         sed "s|^{|{\"trace\":\"$trace\",\"index\":$i,\"variant\":\"$v\",|"

@@ -1,6 +1,6 @@
 // The event loop on a cluster of several GPU types (hetero.h): per-type ground truth, per-type
 // option tables, the policies' plans mapped onto one type per job, sticky placement within a
-// type, and restart costs for every change of type or GPU count.
+// type, and the mechanism's cost for every change of type or GPU count (ChangeCostS).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -32,7 +32,6 @@ struct HJob {
   const JobSpec* spec = nullptr;
   JobResult* res = nullptr;
   std::vector<const Application*> apps;  // per cluster type
-  double cost = 30.0;                    // restart cost [s]
   double speed = 1.0;                    // 1 / slowdown of the ground truth
   int max_gpus = 1;                      // per job, over all types
   bool frozen = false;
@@ -165,7 +164,6 @@ Status HeteroEngine::Setup() {
       j.apps.push_back(a->second.get());
     }
     const Application& ref = *j.apps.front();
-    j.cost = RestartCostS(s.app);
     j.speed = c_.sia_calibration ? 1.0 / SiaSlowdown(s.app) : 1.0;
     j.target = ref.TargetProgress();
     j.frozen = c_.policy == "optimus";
@@ -227,10 +225,12 @@ Status HeteroEngine::PlanSia(double now, const std::vector<size_t>& active, std:
     HJob& j = jobs_[active[k]];
     BuildOptions(j);
     for (size_t o = 0; o < j.opts.size(); ++o) {
-      in[k].configs.push_back({j.opts[o].type, j.opts[o].gpus, j.opts[o].goodput / j.min_goodput});
-      if (j.gpus > 0 && j.opts[o].type == j.type && j.opts[o].gpus == j.gpus) in[k].current = static_cast<int>(o);
+      const Opt& op = j.opts[o];
+      const double cost = ChangeCostS(j.spec->app, j.type, j.gpus, op.type, op.gpus, c_.rescale);
+      in[k].configs.push_back({op.type, op.gpus, op.goodput / j.min_goodput,
+                               sia::ReallocFactor(now - j.spec->arrival_s, j.res->rescales, cost)});
+      if (j.gpus > 0 && op.type == j.type && op.gpus == j.gpus) in[k].current = static_cast<int>(o);
     }
-    in[k].realloc = sia::ReallocFactor(now - j.spec->arrival_s, j.res->rescales, j.cost);
     in[k].pinned = j.gpus > 0 && j.pause > 0.0;
   }
   std::vector<int64_t> cap;
@@ -350,8 +350,12 @@ Status HeteroEngine::PlanOptimizer(double now, const std::vector<size_t>& active
       const std::string tname = aware_ ? cl.types[static_cast<size_t>(o.type)].name : kPool;
       double u = o.goodput / j.min_goodput;
       const bool same = j.gpus > 0 && o.gpus == j.gpus && (!aware_ || o.type == j.type);
-      // Each job's own restart cost: the optimizer's rescale penalty applied here.
-      if (j.gpus > 0 && !same) u *= opt::RescaleFactor(penalty, job, u, j.cost);
+      // The change's own cost (the job's restart cost, or a stop-free pause on its type; a
+      // type-unaware policy sees no types): the optimizer's rescale penalty applied here.
+      if (j.gpus > 0 && !same) {
+        const int to_type = aware_ ? o.type : j.type;
+        u *= opt::RescaleFactor(penalty, job, u, ChangeCostS(j.spec->app, j.type, j.gpus, to_type, o.gpus, c_.rescale));
+      }
       job.options.push_back({tname, o.gpus, o.batch, u});
     }
     if (j.gpus > 0) job.current = opt::Configuration{aware_ ? cl.types[static_cast<size_t>(j.type)].name : kPool, j.gpus, 0};
@@ -486,8 +490,9 @@ Status HeteroEngine::Schedule(double now, size_t /*epoch_index*/) {
     HJob& j = jobs_[active[k]];
     const int after = gpus[k];
     if (after > 0) {
-      if (ChangeCostS(j.spec->app, old_type[k], old_gpus[k], type[k], after) > 0.0) {
-        j.pause = j.cost;
+      const double cost = ChangeCostS(j.spec->app, old_type[k], old_gpus[k], type[k], after, c_.rescale);
+      if (cost > 0.0) {
+        j.pause = cost;
         if (!j.started) {
           j.started = true;
           j.res->start_s = now;

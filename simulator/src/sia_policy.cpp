@@ -30,7 +30,7 @@ Result<Solution> Solve(const std::vector<JobInput>& jobs, const std::vector<int6
       if (pinned && static_cast<int>(c) != jobs[j].current) continue;
       const Config& cf = jobs[j].configs[c];
       double u = cf.goodput;
-      if (jobs[j].current >= 0 && static_cast<int>(c) != jobs[j].current) u *= jobs[j].realloc;
+      if (jobs[j].current >= 0 && static_cast<int>(c) != jobs[j].current) u *= cf.realloc;
       double a = u > 0.0 ? std::round(std::pow(u, params.p) * 100.0) / 100.0 : params.clip;
       a = std::min(a, params.clip);
       const double value = params.lambda_n - a + (pinned ? pin_bonus : 0.0);

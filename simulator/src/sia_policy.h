@@ -14,12 +14,12 @@ struct Config {
   int type = 0;
   int gpus = 0;
   double goodput = 0.0;  // normalised by the job's smallest goodput over all its configurations
+  double realloc = 1.0;  // multiplies the goodput when this is not the job's current configuration
 };
 
 struct JobInput {
   std::vector<Config> configs;
   int current = -1;       // index of the configuration it runs in now (-1: none)
-  double realloc = 1.0;   // multiplies every other configuration's goodput
   bool pinned = false;    // in a checkpoint-restore: it keeps its current configuration (Sia's rule)
 };
 

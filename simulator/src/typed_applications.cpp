@@ -25,9 +25,13 @@ double SiaSlowdown(const std::string& app) {
   return 1.0;
 }
 
-double ChangeCostS(const std::string& app, int from_type, int from_gpus, int to_type, int to_gpus) {
+double ChangeCostS(const std::string& app, int from_type, int from_gpus, int to_type, int to_gpus,
+                   const ChangeCosts& costs) {
   if (to_gpus <= 0) return 0.0;
   if (from_gpus == to_gpus && from_type == to_type) return 0.0;
+  if (costs.mode == RescaleMode::kStopFree && from_gpus > 0 && from_type == to_type) {
+    return to_gpus > from_gpus ? costs.grow_s : costs.shrink_s;
+  }
   return RestartCostS(app);
 }
 

@@ -45,6 +45,9 @@ std::string Usage() {
          "Replays a workload on a simulated GPU cluster with an optimizer policy in the loop.\n"
          "Policies: " + optimizer::PolicyNameList() + " (optimizer/), fifo (FIFO + EASY backfill).\n"
          "With --cluster FILE (several GPU types, docs/simulator.md): sia, dp (type-aware), pollux, optimus (type-unaware).\n"
+         "  Every change costs the job's own restart time (Sia's); with --rescale stop-free a resize on the job's\n"
+         "  type costs --grow-cost or --shrink-cost, a start or a move to another type a restart.\n"
+         "  --restart-cost, --start-cost and --penalty-cost do not apply.\n"
          "Exit codes: 0 ok, 1 internal error, 2 bad command line, 3 bad input.\n";
 }
 
@@ -100,9 +103,9 @@ int RunHetero(const RunOptions& o, const SimConfig& config) {
     std::cerr << "elastic-sim: --isolated is not available with --cluster\n";
     return kExitUsage;
   }
-  if (config.rescale != RescaleMode::kRestart || config.model != ModelSource::kOracle || config.batch_frozen) {
-    std::cerr << "elastic-sim: with --cluster every change is a checkpoint-restart at the job's own cost, and the models "
-                 "are the oracle fits: drop --rescale, --model and --batch\n";
+  if (config.model != ModelSource::kOracle || config.batch_frozen) {
+    std::cerr << "elastic-sim: with --cluster the models are the oracle fits and the batch follows the policy: drop "
+                 "--model and --batch\n";
     return kExitUsage;
   }
   if (o.sia_calibration != "on" && o.sia_calibration != "off") {
@@ -141,6 +144,7 @@ int RunHetero(const RunOptions& o, const SimConfig& config) {
   hc.srpt_exponent = config.srpt_exponent;
   hc.rescale_payback = config.rescale_payback;
   hc.time_budget_ms = config.time_budget_ms;
+  hc.rescale = {config.rescale, config.grow_cost_s, config.shrink_cost_s};
   hc.elastic_max_gpus = config.elastic_max_gpus;
   hc.sia_calibration = o.sia_calibration == "on";
   hc.exact = o.solver == "exact";

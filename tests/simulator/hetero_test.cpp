@@ -93,6 +93,15 @@ TEST(TypedProfiles, RestartAndMoveCosts) {
   EXPECT_EQ(ChangeCostS("bert", 0, 4, 0, 8), 120.0);   // resize
   EXPECT_EQ(ChangeCostS("bert", 0, 4, 1, 4), 120.0);   // move at the same count
   EXPECT_EQ(ChangeCostS("bert", 0, 4, 1, 0), 0.0);     // preempted: nothing to pay now
+  // Stop-free (this project's mechanism): only a resize on the job's type is a pause.
+  const ChangeCosts stop_free{RescaleMode::kStopFree, 1.5, 0.25};
+  EXPECT_EQ(ChangeCostS("bert", 0, 4, 0, 4, stop_free), 0.0);
+  EXPECT_EQ(ChangeCostS("bert", 0, 4, 0, 8, stop_free), 1.5);    // grow
+  EXPECT_EQ(ChangeCostS("bert", 0, 4, 0, 2, stop_free), 0.25);   // shrink
+  EXPECT_EQ(ChangeCostS("bert", -1, 0, 0, 2, stop_free), 120.0);  // start or resume
+  EXPECT_EQ(ChangeCostS("bert", 0, 4, 1, 4, stop_free), 120.0);   // move: checkpoint-requeue
+  EXPECT_EQ(ChangeCostS("bert", 0, 4, 1, 8, stop_free), 120.0);
+  EXPECT_EQ(ChangeCostS("bert", 0, 4, 1, 0, stop_free), 0.0);
   EXPECT_EQ(SiaSlowdown("cifar10"), 1.8);
   EXPECT_EQ(SiaSlowdown("ncf"), 1.5);
   EXPECT_EQ(SiaSlowdown("bert"), 1.2);
@@ -130,19 +139,29 @@ std::vector<double> Finishes(const SimResult& r) {
 // Two jobs at t = 0: one on each type. The fast one ends at 530; at the epoch of 540 the slow one
 // has done 510 units (from 30 s to 540 s at 1 per second) and moves to the fast type: 30 s of
 // restart, then 490 units at 2 per second: it ends at 540 + 30 + 245 = 815 (staying: 1,030).
+// The same under the stop-free mechanism: a start and a move to another type are restarts there too.
 TEST(HandSchedule, EveryTypeAwarePolicyMovesTheSlowJobOnce) {
   const TypedApps apps = Typed();
   struct Variant {
     const char* policy;
     JobWeights weights;
     bool exact;
+    RescaleMode mode;
   };
-  for (const Variant& v : {Variant{"sia", JobWeights::kUniform, false}, Variant{"dp", JobWeights::kUniform, false},
-                           Variant{"dp", JobWeights::kUniform, true}, Variant{"dp", JobWeights::kRemaining, true}}) {
-    SCOPED_TRACE(std::string(v.policy) + (v.weights == JobWeights::kRemaining ? "-srpt" : "") + (v.exact ? " exact" : ""));
+  std::vector<Variant> variants;
+  for (RescaleMode mode : {RescaleMode::kRestart, RescaleMode::kStopFree}) {
+    for (const Variant& v : {Variant{"sia", JobWeights::kUniform, false, mode}, Variant{"dp", JobWeights::kUniform, false, mode},
+                             Variant{"dp", JobWeights::kUniform, true, mode}, Variant{"dp", JobWeights::kRemaining, true, mode}}) {
+      variants.push_back(v);
+    }
+  }
+  for (const Variant& v : variants) {
+    SCOPED_TRACE(std::string(v.policy) + (v.weights == JobWeights::kRemaining ? "-srpt" : "") + (v.exact ? " exact" : "") +
+                 (v.mode == RescaleMode::kStopFree ? " stop-free" : " restart"));
     HeteroConfig c = TwoTypes(v.policy);
     c.weights = v.weights;
     c.exact = v.exact;
+    c.rescale.mode = v.mode;
     HeteroStats stats;
     Result<SimResult> alone = SimulateHetero(apps, {Job("a", 0.0)}, c);
     ASSERT_TRUE(alone.ok()) << alone.status().message();

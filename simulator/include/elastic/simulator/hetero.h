@@ -2,10 +2,14 @@
 //
 // Model (Sia's): a job runs on one GPU type at a time; its ground-truth step times on a type come
 // from that type's measurement profile (placements-PROFILE.csv, scalability-PROFILE.csv), its
-// training curves are the same on every type. Any change of a running job's allocation (GPU
-// count or type) is a checkpoint-restart that costs the job's stated restart time (Sia's
-// measured cost per model, RestartCostS), and so are its first start and resuming after
-// preemption. With Sia's calibration (HeteroConfig::sia_calibration) a job's true progress rate is
+// training curves are the same on every type. Under the restart mechanism (HeteroConfig::rescale,
+// the default, Sia's) any change of a running job's allocation (GPU count or type) is a
+// checkpoint-restart that costs the job's stated restart time (Sia's measured cost per model,
+// RestartCostS), and so are its first start and resuming after preemption. Under the stop-free
+// mechanism (this project's: an extension's ranks join the running world, leavers go) a change
+// of GPU count on the job's type pauses it grow_cost_s or shrink_cost_s; a start, a resume and a
+// move to another type are still checkpoint-restarts (elasticd moves a job to another type
+// through its checkpoint-requeue path). With Sia's calibration (HeteroConfig::sia_calibration) a job's true progress rate is
 // divided by SiaSlowdown(app), as in Sia's simulator. Scheduling epochs, exact progress within an epoch and sticky placement within a
 // type are those of Simulate() (simulator.h).
 //
@@ -13,7 +17,7 @@
 //  - "sia": Sia's formulation. Per job, per (type, GPU count) its goodput (the type's oracle
 //    throughput model x statistical efficiency, best batch) normalised by the job's smallest
 //    goodput over all types; a configuration other than the current one has it multiplied by
-//    Pollux's re-allocation factor with the job's restart cost; the MIP minimises
+//    Pollux's re-allocation factor with the cost of changing to it (ChangeCostS); the MIP minimises
 //    sum_j x_jc * round(u_jc^p, 2) + lambda_n * (jobs left without GPUs), p = -0.5,
 //    lambda_n = 1.1, GPU counts 1, 2, 4 and whole nodes. Solved exactly: the optimizer's
 //    multiple-choice knapsack solver (SolveMckp), and CBC (SolveWithCbc) on any epoch where
@@ -55,9 +59,18 @@ Result<TypedApps> LoadTypedApplications(const std::string& traces_dir, const std
 // deepspeech2 25, imagenet 250, cifar10 30, bert 120, yolov3 45, any other 30.
 double RestartCostS(const std::string& app);
 
+// The rescale mechanism's costs on several types.
+struct ChangeCosts {
+  RescaleMode mode = RescaleMode::kRestart;
+  double grow_s = 1.0;    // stop-free: more GPUs on the same type
+  double shrink_s = 0.1;  // stop-free: fewer GPUs on the same type
+};
+
 // What changing a job's allocation costs [s]: 0 when it keeps its type and GPU count or gets no
-// GPUs; otherwise (a start, a resume, a resize or a move to another type) its restart cost.
-double ChangeCostS(const std::string& app, int from_type, int from_gpus, int to_type, int to_gpus);
+// GPUs; a start, a resume and a move to another type cost its restart cost; a resize on its type
+// its restart cost under the restart mechanism, the grow or shrink pause under the stop-free one.
+double ChangeCostS(const std::string& app, int from_type, int from_gpus, int to_type, int to_gpus,
+                   const ChangeCosts& costs = {});
 
 // Sia's calibration of its simulator to its physical cluster: a job's true goodput is divided by
 // this (cifar10 1.8, ncf 1.5, imagenet, yolov3, bert and deepspeech2 1.2, any other 1).
@@ -72,6 +85,9 @@ struct HeteroConfig {
   double srpt_exponent = 0.5;
   double rescale_payback = 3.0;
   double time_budget_ms = 60000.0;
+  // The mechanism (ChangeCostS): restart (Sia's, the default) or stop-free (this project's).
+  // Every policy's penalty for a change uses that change's cost under it.
+  ChangeCosts rescale;
   // dp only: solve its problem to proven optimality (the MCKP solver, CBC where that solver's plan
   // is not proven optimal) instead of with the dp policy's own multi-type method.
   bool exact = false;

@@ -2,7 +2,8 @@
 # The heterogeneous study of docs/results.md: Sia's default cluster (simulator/clusters/
 # sia-default.txt, 64 GPUs of three types) on Sia's published workloads (philly 1-8, saturn 1-10,
 # taken in turn: philly 1, saturn 1, philly 2, ...), policies sia (solved exactly), dp (the dp
-# policy), dp-srpt (solved exactly), pollux and optimus (type-unaware). One JSON line per run,
+# policy), dp-srpt (solved exactly), pollux and optimus (type-unaware); dp-srpt-pm (Sia's power
+# mean, p = -0.5, with dp-srpt's weights) on request. One JSON line per run,
 # with "trace", "index" and "variant" added; runs one at a time. A variant ending in "-sf" runs
 # under the stop-free mechanism (e.g. dp-srpt-sf, sia-sf: resizes on a job's type are pauses of
 # --grow-cost / --shrink-cost, starts and moves to another type restarts); the others under
@@ -28,6 +29,7 @@ for i in $indices; do
       esac
       case $base in
         dp-srpt) args="--policy dp --weights remaining --solver exact" ;;
+        dp-srpt-pm) args="--policy dp --weights remaining --objective power-mean --p -0.5 --solver exact" ;;
         dp-exact) args="--policy dp --solver exact" ;;
         *) args="--policy $base" ;;
       esac

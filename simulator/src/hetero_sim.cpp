@@ -366,6 +366,14 @@ Status HeteroEngine::PlanOptimizer(double now, const std::vector<size_t>& active
   po.place = false;
   po.keep_running = c_.policy != "pollux";
   po.objective.rescale_cost_s = 0.0;  // applied per job above
+  if (!c_.objective.empty()) {
+    Result<opt::ObjectiveKind> kind = opt::ParseObjectiveKind(c_.objective);
+    if (!kind.ok()) return kind.status();
+    po.objective.kind = kind.value();
+  }
+  po.objective.p = c_.p;
+  if (c_.pending_penalty > 0.0) po.objective.pending_penalty = c_.pending_penalty;
+  if (c_.pending_penalty < 0.0) po.objective.pending_penalty = opt::PolluxPendingPenalty(snap.cluster);
   if (srpt) po.objective.srpt_exponent = c_.srpt_exponent;
   po.seed = c_.seed * 1000003ULL + local_stats_.solves;
   Result<opt::Plan> plan = exact_ ? SolveExactly(snap, po) : policy_->Solve(snap, po);

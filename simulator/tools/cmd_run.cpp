@@ -108,6 +108,10 @@ int RunHetero(const RunOptions& o, const SimConfig& config) {
                  "--model and --batch\n";
     return kExitUsage;
   }
+  if (!config.objective.empty() && o.policy == "sia") {
+    std::cerr << "elastic-sim: the sia policy has Sia's own objective: drop --objective\n";
+    return kExitUsage;
+  }
   if (o.sia_calibration != "on" && o.sia_calibration != "off") {
     std::cerr << "elastic-sim: --sia-calibration: expected on or off, got '" << o.sia_calibration << "'\n";
     return kExitUsage;
@@ -143,6 +147,9 @@ int RunHetero(const RunOptions& o, const SimConfig& config) {
   hc.weights = config.weights;
   hc.srpt_exponent = config.srpt_exponent;
   hc.rescale_payback = config.rescale_payback;
+  hc.objective = config.objective;
+  hc.p = config.p;
+  hc.pending_penalty = config.pending_penalty;
   hc.time_budget_ms = config.time_budget_ms;
   hc.rescale = {config.rescale, config.grow_cost_s, config.shrink_cost_s};
   hc.elastic_max_gpus = config.elastic_max_gpus;

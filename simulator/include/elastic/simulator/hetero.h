@@ -82,6 +82,12 @@ struct HeteroConfig {
   double period_s = 60.0;
   uint64_t seed = 1;
   JobWeights weights = JobWeights::kUniform;  // dp: kRemaining = dp-srpt
+  // dp and the type-unaware optimizer policies: the objective as SimConfig's ("" = the policy's
+  // own; "power-mean" with exponent p and the cost of a pending job, 0 = Sia's 1.1, < 0 =
+  // Pollux's for the cluster). sia always uses Sia's.
+  std::string objective;
+  double p = -1.0;
+  double pending_penalty = 0.0;
   double srpt_exponent = 0.5;
   double rescale_payback = 3.0;
   double time_budget_ms = 60000.0;

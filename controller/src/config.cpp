@@ -122,6 +122,13 @@ std::vector<config::KeySpec> Table(ControllerConfig& c) {
          return Apply(config::ParseChoice(v, {"sum", "power-mean"}, "scheduler.objective"),
                       [&](std::string s) { c.objective = s; });
        }},
+      {"scheduler.power_mean_exponent_percent",
+       "with objective = power-mean, its exponent p = -N/100, N 1-1000 (default 100: Pollux's p = -1; 50: Sia's "
+       "p = -0.5)",
+       [&](std::string_view v) {
+         return Apply(config::ParseInt(v, 1, 1000, "scheduler.power_mean_exponent_percent"),
+                      [&](int64_t n) { c.power_mean_p = -static_cast<double>(n) / 100.0; });
+       }},
       {"scheduler.min_rescale_interval", "seconds between two rescales of one job (default 120)",
        [&](std::string_view v) {
          return Seconds(v, "scheduler.min_rescale_interval", 0, 86400, c.min_rescale_interval_s);

@@ -48,6 +48,8 @@ struct ControllerConfig {
   // a rescale must save rescale_payback times its cost of the job's remaining run. 0: off.
   double srpt_exponent = 0;
   double rescale_payback = 0;
+  // objective = power-mean: its exponent p (< 0; -1 Pollux's, -0.5 Sia's); power_mean_exponent_percent.
+  double power_mean_p = -1;
   // [extensions]
   std::string extension_partition;      // empty: the parent's partition
   std::string extension_qos;            // empty: the user's default QOS

@@ -149,6 +149,7 @@ std::optional<optimizer::Plan> Controller::Solve(const optimizer::Snapshot& snap
   popts.objective.srpt_exponent = config_.srpt_exponent;
   popts.objective.rescale_payback = config_.rescale_payback;
   if (config_.objective == "power-mean") popts.objective.kind = optimizer::ObjectiveKind::kPowerMean;
+  popts.objective.p = config_.power_mean_p;
   // Jobs whose options all lie on one GPU type do not compete with other types: when every job is
   // such, each type is its own (single-type, exactly solvable) problem.
   std::map<std::string, optimizer::Snapshot> per_type;

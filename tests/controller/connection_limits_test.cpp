@@ -128,5 +128,20 @@ TEST(ConnectionLimits, ComeFromTheControllerSection) {
   EXPECT_NE(zero.status().message().find("controller.max_connections"), std::string::npos) << zero.status().message();
 }
 
+TEST(SchedulerSettings, PowerMeanExponentInPercent) {
+  auto defaults = LoadConfig(ConfigFile("[scheduler]\n").path());
+  ASSERT_TRUE(defaults.ok()) << defaults.status().message();
+  EXPECT_EQ(defaults.value().power_mean_p, -1.0);
+  auto sia = LoadConfig(ConfigFile("[scheduler]\nobjective = power-mean\npower_mean_exponent_percent = 50\n").path());
+  ASSERT_TRUE(sia.ok()) << sia.status().message();
+  EXPECT_EQ(sia.value().objective, "power-mean");
+  EXPECT_EQ(sia.value().power_mean_p, -0.5);
+  for (const char* bad : {"0", "1001", "-50", "0.5"}) {
+    auto r = LoadConfig(ConfigFile(std::string("[scheduler]\npower_mean_exponent_percent = ") + bad + "\n").path());
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("scheduler.power_mean_exponent_percent"), std::string::npos) << r.status().message();
+  }
+}
+
 }  // namespace
 }  // namespace elastic::controller

@@ -158,6 +158,22 @@ TEST(ControllerEpochTest, RemainingTimeObjectiveFavoursTheJobAboutToFinish) {
   }
 }
 
+TEST(ControllerEpochTest, ThePowerMeansExponentReachesTheOptimizer) {
+  // The same two jobs under the power mean with Pollux's exponent (-1) and Sia's (-0.5): the
+  // plan's objective value is sum (pending cost - u^p), so it differs with p.
+  RecordedSnapshot snap = TwoJobsTwoNodes();
+  std::map<int, double> value;
+  for (int percent : {-100, -50}) {
+    ControllerConfig cfg;
+    cfg.objective = "power-mean";
+    cfg.power_mean_p = percent / 100.0;  // scheduler.power_mean_exponent_percent = -percent
+    auto ctl = MakeController(snap, cfg);
+    EpochResult r = ctl->Epoch(snap.nodes, snap.jobs, true);
+    ASSERT_TRUE(r.plan.contains("objective")) << r.plan.dump();
+    value[percent] = r.plan["objective"].get<double>();
+  }
+  EXPECT_GT(std::abs(value[-100] - value[-50]), 1e-6) << value[-100] << " " << value[-50];
+}
 
 // Three nodes of 2 GPUs. Job A (1000) runs at 2 GPUs on n1, job C (1001) at 2 on n2; n3 is free,
 // for one of them to grow to 4 (up to `max_c` for C). Both train with T = 0.005 + 0.001 b + 0.04

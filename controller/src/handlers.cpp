@@ -248,6 +248,7 @@ nlohmann::json Controller::OnLauncher(const Request& r) {
                 {"env", r.msg.value("env", Json::object())},
                 {"topology", r.msg.value("topology", Json::object())},
                 {"grows_onto", Field<std::string>(r.msg, "grows_onto", "any_node")},
+                {"rank_agent", Field<bool>(r.msg, "rank_agent", false)},
                 {"ranks", Field<int>(r.msg, "ranks", 0)}};
   if (launcher["grows_onto"] != "any_node" && launcher["grows_onto"] != "leader_node" &&
       launcher["grows_onto"] != "relaunch")

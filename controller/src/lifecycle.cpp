@@ -11,6 +11,7 @@
 #include "elastic/common/extension_link.h"
 #include "elastic/common/join_token.h"
 #include "elastic/common/log.h"
+#include "relaunch_world.h"
 
 namespace elastic::controller {
 namespace {
@@ -269,6 +270,9 @@ Status Controller::SubmitExtension(ElasticJob& job, const std::string& node, int
                        std::to_string(e.group) + ", submitted by elasticd.\nexec " + ShellQuote(config_.launcher) +
                        " --join" + std::string(by_relaunch ? " --hold" : "");
   for (const auto& a : job.launcher.value("launcher_args", Json::array())) script += " " + ShellQuote(a.get<std::string>());
+  // Its ranks inside this job where the rendezvous's daemon would start them in the base job
+  // (relaunch_world.h); double quotes: the shell puts in the job and node.
+  if (!by_relaunch && job.launcher.value("rank_agent", false)) script += " --rank-agent \"" + RankAgentForScript() + "\"";
   script += " --";
   for (const auto& a : job.launcher["argv"]) script += " " + ShellQuote(a.get<std::string>());
   sub.script = script + "\n";

@@ -8,7 +8,9 @@
 
 namespace elastic::controller {
 
-std::vector<std::string> RelaunchAgent(uint32_t job, const std::string& node) {
+namespace {
+
+std::vector<std::string> StepAgent(const std::string& job, const std::string& node) {
   std::vector<std::string> agent{"env", "-u", "SLURM_JOB_ID", "-u", "SLURM_JOBID", "-u", "SLURM_STEP_ID", "-u",
                                  "SLURM_STEPID"};
   // The base job's elastic options reach srun as the plugin's option variables, and the plugin
@@ -20,8 +22,22 @@ std::vector<std::string> RelaunchAgent(uint32_t job, const std::string& node) {
     std::replace(var.begin(), var.end(), '-', '_');
     agent.insert(agent.end(), {"-u", var, "-u", "SLURM_SPANK_" + var});
   }
-  agent.insert(agent.end(), {"srun", "--jobid=" + std::to_string(job), "--overlap", "-N1", "-n1", "-w", node});
+  agent.insert(agent.end(), {"srun", "--jobid=" + job, "--overlap", "-N1", "-n1", "-w", node});
   return agent;
+}
+
+}  // namespace
+
+std::vector<std::string> RelaunchAgent(uint32_t job, const std::string& node) {
+  return StepAgent(std::to_string(job), node);
+}
+
+std::string RankAgentForScript() {
+  std::vector<std::string> words = StepAgent("$SLURM_JOB_ID", "$SLURMD_NODENAME");
+  words.insert(words.end(), {"--mpi=none", "--export=ALL"});
+  std::string text;
+  for (const std::string& w : words) text += (text.empty() ? "" : " ") + w;
+  return text;
 }
 
 Result<nlohmann::json> RelaunchWorld(const std::string& leader_node, int leader_ranks,

@@ -27,6 +27,14 @@ namespace elastic::controller {
 // The agent of `node`, held by extension job `job` (above).
 std::vector<std::string> RelaunchAgent(uint32_t job, const std::string& node);
 
+// The same agent for one rank of an extension that joins in place where the rendezvous's daemon
+// runs in the base job (Open MPI 5's DVM; the launcher registered "rank_agent": true): written
+// into the extension's batch script, where the shell puts in its job and node
+// ($SLURM_JOB_ID, $SLURMD_NODENAME), for `elastic-launch --join --rank-agent`. The rank's srun
+// has no MPI plugin (the rank's PMIx server is the DVM's daemon, whose variables --export=ALL
+// carries). One shell word list of words without spaces or quotes.
+std::string RankAgentForScript();
+
 struct RelaunchMember {  // an extension in the world to be
   std::string node;
   int gpus = 0;

@@ -41,6 +41,7 @@
 #include <fstream>
 #include <functional>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -73,6 +74,7 @@ struct Options {
   std::vector<std::string> exports;  // --export: more variables an extension job gets
   bool join = false;
   bool hold = false;          // --join --hold: hold the node for a relaunched world (HoldNode)
+  std::vector<std::string> rank_agent;  // --join --rank-agent WORDS (mpi_stack.h, GroupLaunch)
   bool oversubscribe = false;
   bool topology = false;      // print the node's topology as JSON and exit
   std::string run_dir;
@@ -99,6 +101,9 @@ void Usage(std::FILE* out = stderr) {
                "  --hold               with --join: start no ranks; tell elasticd the node is ready and hold it until\n"
                "                       SIGTERM, while the job's world, started again over it, runs ranks there\n"
                "                       (elasticd uses it where the MPI grows onto other nodes by relaunch)\n"
+               "  --rank-agent WORDS   with --join: the command (words split at spaces) that runs each rank inside this\n"
+               "                       extension job where the rendezvous's daemon starts the ranks in another job\n"
+               "                       (Open MPI 5; elasticd passes an srun into the extension job)\n"
                "  --uri FILE|URI       the rendezvous to join (default: ELASTIC_RENDEZVOUS_URI)\n"
                "  --run-dir DIR        the job's private directory (default: ELASTIC_RUN_DIR, else\n"
                "                       <working directory>/.elastic/<job>)\n"
@@ -292,6 +297,11 @@ bool Parse(int argc, char** argv, const elastic::mpi::Config& config, Options* o
     else if (a == "--oversubscribe") o->oversubscribe = true;
     else if ((a == "-n" || a == "--ranks") && (v = value())) o->ranks = std::atoi(v);
     else if (a == "--uri" && (v = value())) o->uri_file = v;
+    else if (a == "--rank-agent" && (v = value())) {
+      o->rank_agent.clear();
+      std::istringstream words(v);
+      for (std::string w; words >> w;) o->rank_agent.push_back(w);
+    }
     else if (a == "--run-dir" && (v = value())) o->run_dir = v;
     else if (a == "--mpirun" && (v = value())) o->mpirun = v;
     else if ((a == "--rendezvous-server" || a == "--ompi-server") && (v = value())) o->server = v;
@@ -319,6 +329,10 @@ bool Parse(int argc, char** argv, const elastic::mpi::Config& config, Options* o
   if ((o->program.empty() && !o->topology) || o->ranks < 1) return false;
   if (o->hold && !o->join) {
     std::fprintf(stderr, "elastic-launch: --hold is for an extension job's launcher (with --join)\n");
+    return false;
+  }
+  if (!o->rank_agent.empty() && !o->join) {
+    std::fprintf(stderr, "elastic-launch: --rank-agent is for an extension job's launcher (with --join)\n");
     return false;
   }
   // Run dir: --run-dir, ELASTIC_RUN_DIR, else <working directory>/.elastic/<job> (<job>: JobId,
@@ -402,6 +416,9 @@ void RegisterLauncher(const Options& o, const elastic::mpi::Config& config, cons
                      {"env", env.vars},
                      {"topology", topology.is_discarded() ? nlohmann::json::object() : topology},
                      {"grows_onto", elastic::mpi::stack::GrowsOnto()},
+                     // An extension's ranks started outside its launcher (the DVM's) need elasticd's
+                     // --rank-agent to run inside the extension job.
+                     {"rank_agent", elastic::mpi::stack::RanksOutsideLauncher()},
                      {"ranks", o.ranks}};  // this node's ranks: a relaunch's world has them on it
   auto r = link.value()->Call(msg, std::chrono::milliseconds(5000));
   if (!r.ok()) {
@@ -613,6 +630,7 @@ int main(int argc, char** argv) {
   if (by_pid) group.rank_shim.push_back(group_dir);
   group.rank_shim.push_back("--");
   group.program = o.program;
+  if (o.join && !o.hold) group.rank_agent = o.rank_agent;
   if (spanning) {  // every node's ranks, each node's first rank for the shim
     group.ranks = torch_world->world_size;
     group.hosts = launch::SpanningHosts(nodes);

@@ -77,6 +77,12 @@ struct GroupLaunch {
   // A relaunched world over several nodes (relaunch.h): "NODE:RANKS,..." (ranks: all of them);
   // empty: `ranks` on this node.
   std::string hosts;
+  // Words in front of each rank (before rank_shim) where the ranks are not the launcher's
+  // children (RanksOutsideLauncher): the command that runs a process inside the launcher's own
+  // batch-system job, whose devices the ranks use, when the rendezvous's daemon that starts them
+  // runs in another job (elastic-launch --rank-agent). Empty: none. Ignored where the ranks are
+  // the launcher's children (they run in its job already).
+  std::vector<std::string> rank_agent;
 };
 
 // The argv that starts the group's ranks; *env receives what the ranks' environment adds

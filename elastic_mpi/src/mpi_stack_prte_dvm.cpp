@@ -115,6 +115,10 @@ std::vector<std::string> GroupCommand(const GroupLaunch& launch, std::vector<std
                                   launch.hosts.empty() ? ThisNodeName() + ":" + std::to_string(launch.ranks) : launch.hosts};
   OwnSessionDir(&cmd);
   Placement(launch.oversubscribe, &cmd);
+  // The DVM's daemon on this node runs in the job that started the DVM (the base job's step): an
+  // extension's ranks run inside the extension job through the agent, or they would live in the
+  // base job's step (with Slurm's device cgroup, without the extension's GPUs).
+  cmd.insert(cmd.end(), launch.rank_agent.begin(), launch.rank_agent.end());
   cmd.insert(cmd.end(), launch.rank_shim.begin(), launch.rank_shim.end());
   cmd.insert(cmd.end(), launch.program.begin(), launch.program.end());
   return cmd;

@@ -28,6 +28,20 @@ TEST(RelaunchWorld, TheAgentStartsAProcessInTheExtensionJobWithoutTheBaseJobsIde
   }
 }
 
+TEST(RelaunchWorld, TheRankAgentIsTheSameAgentForTheScriptsShellWithoutSlurmsMpiPlugin) {
+  // The extension's batch script expands the job and node; srun carries the DVM's PMIx variables
+  // and starts no MPI plugin of Slurm's.
+  std::vector<std::string> want = RelaunchAgent(0, "$SLURMD_NODENAME");
+  for (std::string& w : want) {
+    if (w == "--jobid=0") w = "--jobid=$SLURM_JOB_ID";
+  }
+  want.insert(want.end(), {"--mpi=none", "--export=ALL"});
+  std::string text;
+  for (const std::string& w : want) text += (text.empty() ? "" : " ") + w;
+  EXPECT_EQ(RankAgentForScript(), text);
+  EXPECT_EQ(RankAgentForScript().find_first_of("'\"\\`"), std::string::npos);
+}
+
 TEST(RelaunchWorld, TheLeaderFirstThenOneEntryPerOtherNodeWithItsJobsAgent) {
   auto w = RelaunchWorld("n1", 2, {{"n2", 2, 101}, {"n1", 1, 102}, {"n3", 4, 103}, {"n2", 1, 104}});
   ASSERT_TRUE(w.ok()) << w.status().message();

@@ -31,8 +31,16 @@ def nodes_of(job):
 class GrowOwnNodeTest(ElasticdTestCase):
     def test_a_job_grows_on_its_own_node(self):
         # Every rank writes its environment: the ranks that join run with the job's own (a BLAS
-        # tunable, say) and Slurm's variables of their own job.
-        dump = "sh -c 'env > \"env-$SLURM_JOB_ID-$ELASTIC_LOCAL_RANK\"; exec \"$0\" \"$@\"' "
+        # tunable, say) and Slurm's variables of their own job. And the slurmstepd it runs under
+        # (its nearest ancestor of that name, "slurmstepd: [JOB.STEP]"): the ranks that join run
+        # inside their extension job, whose devices they use (with Slurm's device cgroup, GPUs of
+        # another job are out of reach), also where the DVM's daemon that starts them runs in the
+        # base job (Open MPI 5: elasticd's --rank-agent).
+        dump = ("sh -c 'env > \"env-$SLURM_JOB_ID-$ELASTIC_LOCAL_RANK\"; p=$$; while [ \"$p\" -gt 1 ]; do "
+                "c=$(tr \"\\0\" \" \" < /proc/$p/cmdline); case \"$c\" in slurmstepd*) "
+                "echo \"$c\" > \"stepd-$SLURM_JOB_ID-$ELASTIC_LOCAL_RANK\"; break;; esac; n=1; "
+                "while read k v r; do [ \"$k\" = PPid: ] && n=$v; done < /proc/$p/status; p=$n; done; "
+                "exec \"$0\" \"$@\"' ")
         job, wd = submit_trainer("own-node", gpus=1, max_gpus=4, gpu_type="a100", epochs=100, wrapper=dump,
                                  env="OPENBLAS_CORETYPE=Haswell GROW_TEST_MARK='the job'\\''s own'")
         self.jobs.append(job)
@@ -57,6 +65,11 @@ class GrowOwnNodeTest(ElasticdTestCase):
                 self.assertEqual(env.get("OPENBLAS_CORETYPE"), "Haswell", f)
                 self.assertEqual(env.get("SLURM_JOB_ID"), str(ext), f)
                 self.assertEqual(env.get("ELASTIC_PARENT_JOB_ID"), str(job), f)
+            stepds = [f for f in os.listdir(wd) if f.startswith(f"stepd-{ext}-")]
+            self.assertEqual(len(stepds), len(dumps), f"ranks of extension {ext} without their slurmstepd: {stepds}")
+            for f in stepds:
+                self.assertTrue(read(os.path.join(wd, f)).startswith(f"slurmstepd: [{ext}."),
+                                f"{f}: a rank of extension {ext} runs under {read(os.path.join(wd, f)).strip()!r}")
 
     def test_a_two_node_job_grows_only_where_its_runtime_can(self):
         # 1 GPU on each of two a100 nodes (n1, n2: 4 each), up to 8. With Open MPI 4 extensions

@@ -500,7 +500,9 @@ Status HeteroEngine::Schedule(double now, size_t /*epoch_index*/) {
     if (after > 0) {
       const double cost = ChangeCostS(j.spec->app, old_type[k], old_gpus[k], type[k], after, c_.rescale);
       if (cost > 0.0) {
-        j.pause = cost;
+        // A change during a restart still under way (start, resume, move) pays the rest of
+        // that restart at least: a stop-free resize does not shorten it.
+        j.pause = std::max(j.pause, cost);
         if (!j.started) {
           j.started = true;
           j.res->start_s = now;

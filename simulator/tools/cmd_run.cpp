@@ -108,8 +108,8 @@ int RunHetero(const RunOptions& o, const SimConfig& config) {
                  "--model and --batch\n";
     return kExitUsage;
   }
-  if (!config.objective.empty() && o.policy == "sia") {
-    std::cerr << "elastic-sim: the sia policy has Sia's own objective: drop --objective\n";
+  if (o.policy == "sia" && (!config.objective.empty() || config.p != SimConfig{}.p || config.pending_penalty != 0.0)) {
+    std::cerr << "elastic-sim: the sia policy has Sia's own objective: drop --objective, --p and --pending-penalty\n";
     return kExitUsage;
   }
   if (o.sia_calibration != "on" && o.sia_calibration != "off") {

@@ -30,7 +30,7 @@ TARGET = 0.9
 
 
 def study(build, data, cluster, trace):
-    """One trace's runs of both variants through hetero_study.sh: its JSON lines."""
+    """One trace's runs of every variant through hetero_study.sh: its JSON lines."""
     env = dict(os.environ, ELASTIC_DATA_DIR=data, ELASTIC_CLUSTER=cluster)
     out = subprocess.run(["sh", STUDY, build, trace, " ".join(VARIANTS)], capture_output=True, text=True,
                          env=env, check=False)

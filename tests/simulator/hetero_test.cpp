@@ -234,7 +234,9 @@ TEST(Cli, ClusterFileErrorsExitWithBadInput) {
   EXPECT_EQ(err, "elastic-sim: --solver: expected policy or exact, got 'best'\n");
   // Options that would be ignored on several types are refused.
   EXPECT_EQ(run("--workload x.csv --cluster " + bad + " --policy sia --objective power-mean", &err), 2);
-  EXPECT_EQ(err, "elastic-sim: the sia policy has Sia's own objective: drop --objective\n");
+  EXPECT_EQ(err, "elastic-sim: the sia policy has Sia's own objective: drop --objective, --p and --pending-penalty\n");
+  EXPECT_EQ(run("--workload x.csv --cluster " + bad + " --policy sia --p -0.5", &err), 2);
+  EXPECT_EQ(run("--workload x.csv --cluster " + bad + " --policy sia --pending-penalty pollux", &err), 2);
   EXPECT_EQ(run("--workload x.csv --cluster " + bad + " --model observed", &err), 2);
   EXPECT_NE(err.find("drop --model and --batch"), std::string::npos) << err;
 }

@@ -12,6 +12,7 @@
 #include "elastic/simulator/hetero.h"
 #include "exact_mckp.h"
 #include "node_fill.h"
+#include "objective_options.h"
 #include "sia_policy.h"
 
 namespace elastic::simulator {
@@ -366,14 +367,10 @@ Status HeteroEngine::PlanOptimizer(double now, const std::vector<size_t>& active
   po.place = false;
   po.keep_running = c_.policy != "pollux";
   po.objective.rescale_cost_s = 0.0;  // applied per job above
-  if (!c_.objective.empty()) {
-    Result<opt::ObjectiveKind> kind = opt::ParseObjectiveKind(c_.objective);
-    if (!kind.ok()) return kind.status();
-    po.objective.kind = kind.value();
+  if (Status s = internal::ApplyObjectiveOptions(c_.objective, c_.p, c_.pending_penalty, snap.cluster, &po.objective);
+      !s.ok()) {
+    return s;
   }
-  po.objective.p = c_.p;
-  if (c_.pending_penalty > 0.0) po.objective.pending_penalty = c_.pending_penalty;
-  if (c_.pending_penalty < 0.0) po.objective.pending_penalty = opt::PolluxPendingPenalty(snap.cluster);
   if (srpt) po.objective.srpt_exponent = c_.srpt_exponent;
   po.seed = c_.seed * 1000003ULL + local_stats_.solves;
   Result<opt::Plan> plan = exact_ ? SolveExactly(snap, po) : policy_->Solve(snap, po);

@@ -13,6 +13,7 @@
 
 #include "engine.h"
 #include "node_fill.h"
+#include "objective_options.h"
 
 namespace elastic::simulator {
 namespace internal {
@@ -67,18 +68,11 @@ Status Engine::Setup() {
   popt_.time_budget_ms = c_.time_budget_ms;
   popt_.place = false;  // the simulator places (sticky)
   popt_.keep_running = c_.keep_running < 0 ? c_.policy != "pollux" : c_.keep_running != 0;
-  if (!c_.objective.empty()) {
-    Result<opt::ObjectiveKind> k = opt::ParseObjectiveKind(c_.objective);
-    if (!k.ok()) return k.status();
-    popt_.objective.kind = k.value();
-  }
-  popt_.objective.p = c_.p;
-  if (c_.pending_penalty > 0.0) {
-    popt_.objective.pending_penalty = c_.pending_penalty;
-  } else if (c_.pending_penalty < 0.0) {
+  {
     opt::Cluster cluster;
     cluster.types.push_back({c_.gpu_type, c_.nodes, c_.gpus_per_node});
-    popt_.objective.pending_penalty = opt::PolluxPendingPenalty(cluster);
+    Status s = internal::ApplyObjectiveOptions(c_.objective, c_.p, c_.pending_penalty, cluster, &popt_.objective);
+    if (!s.ok()) return s;
   }
   popt_.objective.rescale_cost_s =
       c_.penalty_cost_s >= 0.0 ? c_.penalty_cost_s

@@ -228,8 +228,7 @@ Status HeteroEngine::PlanSia(double now, const std::vector<size_t>& active, std:
     for (size_t o = 0; o < j.opts.size(); ++o) {
       const Opt& op = j.opts[o];
       const double cost = ChangeCostS(j.spec->app, j.type, j.gpus, op.type, op.gpus, c_.rescale);
-      in[k].configs.push_back({op.type, op.gpus, op.goodput / j.min_goodput,
-                               sia::ReallocFactor(now - j.spec->arrival_s, j.res->rescales, cost)});
+      in[k].configs.push_back({op.type, op.gpus, op.goodput / j.min_goodput, sia::ReallocFactor(now - j.spec->arrival_s, j.res->rescales, cost)});
       if (j.gpus > 0 && op.type == j.type && op.gpus == j.gpus) in[k].current = static_cast<int>(o);
     }
     in[k].pinned = j.gpus > 0 && j.pause > 0.0;
@@ -351,12 +350,9 @@ Status HeteroEngine::PlanOptimizer(double now, const std::vector<size_t>& active
       const std::string tname = aware_ ? cl.types[static_cast<size_t>(o.type)].name : kPool;
       double u = o.goodput / j.min_goodput;
       const bool same = j.gpus > 0 && o.gpus == j.gpus && (!aware_ || o.type == j.type);
-      // The change's own cost (the job's restart cost, or a stop-free pause on its type; a
-      // type-unaware policy sees no types): the optimizer's rescale penalty applied here.
-      if (j.gpus > 0 && !same) {
-        const int to_type = aware_ ? o.type : j.type;
-        u *= opt::RescaleFactor(penalty, job, u, ChangeCostS(j.spec->app, j.type, j.gpus, to_type, o.gpus, c_.rescale));
-      }
+      // The optimizer's rescale penalty at the change's own cost (a type-unaware policy sees no types).
+      const int to_type = aware_ ? o.type : j.type;
+      if (j.gpus > 0 && !same) u *= opt::RescaleFactor(penalty, job, u, ChangeCostS(j.spec->app, j.type, j.gpus, to_type, o.gpus, c_.rescale));
       job.options.push_back({tname, o.gpus, o.batch, u});
     }
     if (j.gpus > 0) job.current = opt::Configuration{aware_ ? cl.types[static_cast<size_t>(j.type)].name : kPool, j.gpus, 0};
@@ -367,10 +363,8 @@ Status HeteroEngine::PlanOptimizer(double now, const std::vector<size_t>& active
   po.place = false;
   po.keep_running = c_.policy != "pollux";
   po.objective.rescale_cost_s = 0.0;  // applied per job above
-  if (Status s = internal::ApplyObjectiveOptions(c_.objective, c_.p, c_.pending_penalty, snap.cluster, &po.objective);
-      !s.ok()) {
-    return s;
-  }
+  Status objective = internal::ApplyObjectiveOptions(c_.objective, c_.p, c_.pending_penalty, snap.cluster, &po.objective);
+  if (!objective.ok()) return objective;
   if (srpt) po.objective.srpt_exponent = c_.srpt_exponent;
   po.seed = c_.seed * 1000003ULL + local_stats_.solves;
   Result<opt::Plan> plan = exact_ ? SolveExactly(snap, po) : policy_->Solve(snap, po);
@@ -497,9 +491,7 @@ Status HeteroEngine::Schedule(double now, size_t /*epoch_index*/) {
     if (after > 0) {
       const double cost = ChangeCostS(j.spec->app, old_type[k], old_gpus[k], type[k], after, c_.rescale);
       if (cost > 0.0) {
-        // A change during a restart still under way (start, resume, move) pays the rest of
-        // that restart at least: a stop-free resize does not shorten it.
-        j.pause = std::max(j.pause, cost);
+        j.pause = std::max(j.pause, cost);  // a resize does not shorten a restart under way
         if (!j.started) {
           j.started = true;
           j.res->start_s = now;

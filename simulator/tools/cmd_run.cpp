@@ -112,6 +112,10 @@ int RunHetero(const RunOptions& o, const SimConfig& config) {
     std::cerr << "elastic-sim: the sia policy has Sia's own objective: drop --objective, --p and --pending-penalty\n";
     return kExitUsage;
   }
+  if (o.policy == "sia" && config.keep_running >= 0) {
+    std::cerr << "elastic-sim: the sia policy preempts and keeps jobs as Sia's formulation does: drop --keep-running\n";
+    return kExitUsage;
+  }
   if (o.sia_calibration != "on" && o.sia_calibration != "off") {
     std::cerr << "elastic-sim: --sia-calibration: expected on or off, got '" << o.sia_calibration << "'\n";
     return kExitUsage;
@@ -151,6 +155,7 @@ int RunHetero(const RunOptions& o, const SimConfig& config) {
   hc.p = config.p;
   hc.pending_penalty = config.pending_penalty;
   hc.time_budget_ms = config.time_budget_ms;
+  hc.keep_running = config.keep_running;
   hc.rescale = {config.rescale, config.grow_cost_s, config.shrink_cost_s};
   hc.elastic_max_gpus = config.elastic_max_gpus;
   hc.sia_calibration = o.sia_calibration == "on";

@@ -237,6 +237,8 @@ TEST(Cli, ClusterFileErrorsExitWithBadInput) {
   EXPECT_EQ(err, "elastic-sim: the sia policy has Sia's own objective: drop --objective, --p and --pending-penalty\n");
   EXPECT_EQ(run("--workload x.csv --cluster " + bad + " --policy sia --p -0.5", &err), 2);
   EXPECT_EQ(run("--workload x.csv --cluster " + bad + " --policy sia --pending-penalty pollux", &err), 2);
+  EXPECT_EQ(run("--workload x.csv --cluster " + bad + " --policy sia --keep-running off", &err), 2);
+  EXPECT_EQ(err, "elastic-sim: the sia policy preempts and keeps jobs as Sia's formulation does: drop --keep-running\n");
   EXPECT_EQ(run("--workload x.csv --cluster " + bad + " --model observed", &err), 2);
   EXPECT_NE(err.find("drop --model and --batch"), std::string::npos) << err;
 }

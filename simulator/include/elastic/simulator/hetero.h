@@ -91,6 +91,9 @@ struct HeteroConfig {
   double srpt_exponent = 0.5;
   double rescale_payback = 3.0;
   double time_budget_ms = 60000.0;
+  // The optimizer policies: never preempt a running job (SimConfig's keep_running: -1 auto = all
+  // but pollux, 0 off, 1 on). sia preempts as its own formulation does.
+  int keep_running = -1;
   // The mechanism (ChangeCostS): restart (Sia's, the default) or stop-free (this project's).
   // Every policy's penalty for a change uses that change's cost under it.
   ChangeCosts rescale;

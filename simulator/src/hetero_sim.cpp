@@ -361,7 +361,7 @@ Status HeteroEngine::PlanOptimizer(double now, const std::vector<size_t>& active
   opt::PolicyOptions po;
   po.time_budget_ms = c_.time_budget_ms;
   po.place = false;
-  po.keep_running = c_.keep_running < 0 ? c_.policy != "pollux" : c_.keep_running != 0;
+  po.keep_running = internal::KeepsRunningJobs(c_.keep_running, c_.policy);
   po.objective.rescale_cost_s = 0.0;  // applied per job above
   Status objective = internal::ApplyObjectiveOptions(c_.objective, c_.p, c_.pending_penalty, snap.cluster, &po.objective);
   if (!objective.ok()) return objective;

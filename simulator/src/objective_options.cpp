@@ -15,4 +15,8 @@ Status ApplyObjectiveOptions(const std::string& kind, double p, double pending_p
   return Status::Ok();
 }
 
+bool KeepsRunningJobs(int keep_running, const std::string& policy) {
+  return keep_running < 0 ? policy != "pollux" : keep_running != 0;
+}
+
 }  // namespace elastic::simulator::internal

@@ -67,7 +67,7 @@ Status Engine::Setup() {
   policy_ = std::move(p).value();
   popt_.time_budget_ms = c_.time_budget_ms;
   popt_.place = false;  // the simulator places (sticky)
-  popt_.keep_running = c_.keep_running < 0 ? c_.policy != "pollux" : c_.keep_running != 0;
+  popt_.keep_running = internal::KeepsRunningJobs(c_.keep_running, c_.policy);
   {
     opt::Cluster cluster;
     cluster.types.push_back({c_.gpu_type, c_.nodes, c_.gpus_per_node});
